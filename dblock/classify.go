@@ -1,0 +1,106 @@
+package dblock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// ErrorClass is what sqllock makes of a driver error.
+type ErrorClass int
+
+// Error classes, from ClassifyError.
+const (
+	// ClassOther is an error sqllock does not expect; it is returned as is.
+	ClassOther ErrorClass = iota
+	// ClassContention is a serialization failure, deadlock, lock wait
+	// timeout or unique violation caused by a concurrent contender: retry
+	// the statement, or report "not acquired". Never shown to users.
+	ClassContention
+	// ClassLockUnavailable is NOWAIT's "could not obtain lock".
+	ClassLockUnavailable
+	// ClassMissingTable means the lock tables have not been created.
+	ClassMissingTable
+	// ClassClosed means the *sql.DB was closed.
+	ClassClosed
+)
+
+type sqlStater interface{ SQLState() string }
+
+// ClassifyError sorts a driver error into an ErrorClass by PostgreSQL
+// SQLSTATE or MySQL error number. It is the one place where sqllock reads
+// driver errors.
+func ClassifyError(err error) ErrorClass {
+	if err == nil {
+		return ClassOther
+	}
+	var pgErr sqlStater
+	if errors.As(err, &pgErr) {
+		switch pgErr.SQLState() {
+		case "40001", "40P01", "23505":
+			return ClassContention
+		case "55P03":
+			return ClassLockUnavailable
+		case "42P01":
+			return ClassMissingTable
+		}
+		return ClassOther
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1213, 1205, 1062:
+			return ClassContention
+		case 3572: // ER_LOCK_NOWAIT (MySQL 8.0)
+			return ClassLockUnavailable
+		case 1146:
+			return ClassMissingTable
+		}
+		// MariaDB reports NOWAIT as a lock wait timeout (1205) which is
+		// contention above: either way the lock was not obtained.
+		return ClassOther
+	}
+	// database/sql does not export its "database is closed" error.
+	if strings.Contains(err.Error(), "sql: database is closed") {
+		return ClassClosed
+	}
+	return ClassOther
+}
+
+// WrapDBError turns the classes users must act on into sqllock's sentinels
+// (ErrSchemaMissing, ErrInvalidDB) while keeping the driver error in the
+// chain; other errors are returned with op as context.
+func WrapDBError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch ClassifyError(err) {
+	case ClassMissingTable:
+		return fmt.Errorf("%s: %w: %w", op, ErrSchemaMissing, err)
+	case ClassClosed:
+		return fmt.Errorf("%s: %w: %w", op, ErrInvalidDB, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// MaxContentionRetries bounds how often RetryContention repeats an operation.
+const MaxContentionRetries = 8
+
+// RetryContention runs op, and runs it again (after 1, 2, 3... ms) while it
+// fails with a ClassContention error, at most MaxContentionRetries more
+// times and never after ctx ends. It returns op's last error: still a
+// contention error when the retries ran out, which callers turn into "not
+// acquired" or report.
+func RetryContention(ctx context.Context, op func() error) error {
+	for i := 0; ; i++ {
+		err := op()
+		if err == nil || ClassifyError(err) != ClassContention || i == MaxContentionRetries || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(i+1) * time.Millisecond)
+	}
+}

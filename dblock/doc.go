@@ -1,0 +1,28 @@
+// Package dblock is the contract of sqllock: the Locker and Lock interfaces,
+// acquisition options, sentinel errors, the owner identity that makes locks
+// reentrant, SQL dialect detection and the helpers built on any Locker (Do).
+//
+// The implementations live in their own packages: rowlock (a lease row in a
+// lock table, with fencing tokens) and forupdate (a row locked by an open
+// transaction). Code that only needs "run this under a lock" depends on
+// dblock alone and receives a Locker: Do runs a function under a lock,
+// CronGuard makes each tick of a robfig/cron job run on one replica, and
+// Leader runs a function on one replica at a time (leader election).
+//
+// # Owners and reentrancy
+//
+// Every acquisition is made on behalf of an Owner: a host (host name and
+// process id) and a 128-bit random id. The owner travels in the context: an
+// Acquire whose context carries an owner that already holds the lock
+// re-enters it (the hold count grows, the token stays), and Lock.Context()
+// carries the holder's owner, so code running under a lock can take it again
+// without deadlocking itself. A context without an owner gets a fresh one,
+// so two unrelated goroutines never share a lock by accident.
+//
+// # Time
+//
+// Leases are judged by the database clock only. Client clocks are used for one
+// thing: a holder measures, on its own monotonic clock, how long ago it last
+// renewed successfully, and declares the lock lost (closing Done) before the
+// database could consider the lease expired.
+package dblock

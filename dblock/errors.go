@@ -1,0 +1,80 @@
+package dblock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Test for them with errors.Is: errors returned by sqllock
+// wrap them, often together with the cause (a context error, a driver error).
+var (
+	// ErrNotAcquired is returned by TryAcquire when another owner holds the
+	// lock, and by Acquire when its context ends first; in that case the
+	// context's error is joined to it.
+	ErrNotAcquired = errors.New("dblock: not acquired")
+
+	// ErrNotHeld is returned by Release and Refresh on a lock that this
+	// handle no longer holds: released already, or never held.
+	ErrNotHeld = errors.New("dblock: not held")
+
+	// ErrReleased is what Lock.Err returns after the holder released the lock.
+	ErrReleased = errors.New("dblock: released")
+
+	// ErrLockLost means the lock was taken from the holder or could not be
+	// renewed in time: the lease may have expired and someone else may hold
+	// it now. Lock.Err wraps it together with the cause.
+	ErrLockLost = errors.New("dblock: lock lost")
+
+	// ErrInvalidName is returned for an empty name, a name longer than
+	// MaxNameLength bytes, or a name that is not valid UTF-8.
+	ErrInvalidName = errors.New("dblock: invalid lock name")
+
+	// ErrInvalidOption is returned for a non-positive TTL, a negative
+	// MinHold, an over-long note or another option out of range.
+	ErrInvalidOption = errors.New("dblock: invalid option")
+
+	// ErrInvalidDB is returned by constructors given a nil *sql.DB, and by
+	// operations on a *sql.DB that has been closed.
+	ErrInvalidDB = errors.New("dblock: invalid database handle")
+
+	// ErrUnknownDialect is returned when the SQL dialect cannot be told from
+	// the driver and was not given with an option.
+	ErrUnknownDialect = errors.New("dblock: unknown SQL dialect")
+
+	// ErrSchemaMissing is returned when the lock tables do not exist: run
+	// migrations.Up (or `sqllock migrate up`) first.
+	ErrSchemaMissing = errors.New("dblock: lock tables missing: run migrations.Up (or `sqllock migrate up`) first")
+
+	// ErrClosed is returned by a Locker after Close.
+	ErrClosed = errors.New("dblock: locker closed")
+)
+
+// NameError reports a lock name that cannot be used, and why.
+type NameError struct {
+	Name   string
+	Reason string
+}
+
+func (e *NameError) Error() string {
+	name := e.Name
+	if len(name) > 40 {
+		name = name[:40] + "..."
+	}
+	return fmt.Sprintf("dblock: invalid lock name %q: %s", name, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidName) true.
+func (e *NameError) Unwrap() error { return ErrInvalidName }
+
+// OptionError reports an option value out of range.
+type OptionError struct {
+	Option string
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("dblock: invalid option %s: %s", e.Option, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidOption) true.
+func (e *OptionError) Unwrap() error { return ErrInvalidOption }

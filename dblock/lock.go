@@ -1,0 +1,59 @@
+package dblock
+
+import (
+	"context"
+	"database/sql"
+)
+
+// Locker hands out named locks.
+type Locker interface {
+	// Acquire waits until the lock is held or ctx ends. When ctx ends first
+	// the error joins ErrNotAcquired and ctx.Err(). If ctx carries an owner
+	// that holds the lock already, Acquire re-enters it at once.
+	Acquire(ctx context.Context, name string, opts ...Option) (Lock, error)
+
+	// TryAcquire takes the lock if it is free (or already held by the owner
+	// in ctx) and returns ErrNotAcquired at once otherwise.
+	TryAcquire(ctx context.Context, name string, opts ...Option) (Lock, error)
+}
+
+// Lock is one hold of a named lock. It is safe for concurrent use.
+type Lock interface {
+	// Name is the lock's name.
+	Name() string
+
+	// Token is the fencing token: strictly increasing per name across
+	// holders, never reused. Reentrant holds share the token.
+	Token() int64
+
+	// Context carries the holder's owner (so Acquire with it re-enters) and
+	// the values of the context Acquire was called with. It is canceled when
+	// the lock is released or lost, never by the Acquire context.
+	Context() context.Context
+
+	// Done is closed when the lock is released or lost.
+	Done() <-chan struct{}
+
+	// Err is nil while the lock is held; after Done it is ErrReleased or an
+	// error wrapping ErrLockLost and the cause.
+	Err() error
+
+	// Refresh renews the lease now. Returns ErrNotHeld after Release, and an
+	// error wrapping ErrLockLost when the lock has been lost.
+	Refresh(ctx context.Context) error
+
+	// Release gives up this hold. The lock is freed when the last reentrant
+	// hold is released (and MinHold has passed). Releasing twice returns
+	// ErrNotHeld; releasing a lost lock returns an error wrapping ErrLockLost.
+	Release(ctx context.Context) error
+}
+
+// Fencer is implemented by locks whose holder can prove, inside its own
+// transaction on the lock's database, that it still holds the lock.
+type Fencer interface {
+	// CheckHeld fails with an error wrapping ErrLockLost unless the lock is
+	// still held by this holder with this token, and keeps it from being
+	// taken over until tx ends. Run it in the transaction that writes the
+	// data the lock protects, before committing.
+	CheckHeld(ctx context.Context, tx *sql.Tx) error
+}

@@ -1,0 +1,148 @@
+package testdb
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy forwards TCP connections to a database server and can cut them all
+// at once: the way to test what a lock holder does when its connection
+// dies, without stopping a server other tests share.
+type Proxy struct {
+	target string
+	ln     net.Listener
+	wg     sync.WaitGroup // the accept loop and every connection's goroutines
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{} // both ends of every forwarded connection
+}
+
+// dialTimeout bounds the connect to the target, so that a dead target
+// makes the client's connection fail instead of hang.
+const dialTimeout = 5 * time.Second
+
+// NewProxy listens on 127.0.0.1 (a free port) and forwards to target. When
+// the test ends it closes the listener and every connection, and waits for
+// all its goroutines.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testdb: proxy listen: %v", err)
+	}
+	p := &Proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// Addr is the proxy's host:port, for Target.DSNVia.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut closes every open connection, both towards the client and towards
+// the server, and closes new ones as soon as they are accepted, until
+// Restore. Clients see their connections fail; servers see their clients
+// vanish (and end their sessions, rolling back transactions).
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// Restore forwards new connections again. Connections closed by Cut stay
+// closed: the client's pool must open fresh ones.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+func (p *Proxy) close() {
+	_ = p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			// Transient (too many open files, aborted handshake): keep
+			// serving, or later clients would hang in the backlog.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !p.track(client) {
+			_ = client.Close()
+			continue
+		}
+		// The accept loop's own count keeps the WaitGroup above zero
+		// here, so this Add cannot race with close's Wait.
+		p.wg.Add(1)
+		go p.forward(client)
+	}
+}
+
+// forward dials the target for client, in its own goroutine so that one
+// slow dial does not hold up other connections, then copies both ways.
+func (p *Proxy) forward(client net.Conn) {
+	defer p.wg.Done()
+	server, err := net.DialTimeout("tcp", p.target, dialTimeout)
+	if err != nil {
+		p.drop(client)
+		return
+	}
+	// A Cut during the dial must not let this connection through.
+	if !p.track(server) {
+		_ = server.Close()
+		p.drop(client)
+		return
+	}
+	upstreamDone := make(chan struct{})
+	go func() {
+		defer close(upstreamDone)
+		p.pipe(server, client)
+	}()
+	p.pipe(client, server)
+	<-upstreamDone
+}
+
+// pipe copies src to dst; either direction ending ends both, as a broken
+// network path would, so that neither peer is left half-connected.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src)
+	p.drop(dst)
+	p.drop(src)
+}
+
+// track registers c so that Cut can close it, unless the proxy is cut.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) drop(c net.Conn) {
+	_ = c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}

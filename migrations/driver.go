@@ -1,0 +1,180 @@
+package migrations
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/golang-migrate/migrate/v4/database"
+	"github.com/golang-migrate/migrate/v4/database/multistmt"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// driver is a golang-migrate database.Driver over one *sql.Conn of the
+// caller's pool. golang-migrate's own postgres/pgx and mysql drivers close
+// the *sql.DB they are given and need multiStatements on MySQL; this one
+// does neither.
+type driver struct {
+	ctx     context.Context
+	conn    *sql.Conn
+	dialect dialectSQL
+}
+
+// dialectSQL holds the few statements that differ between dialects.
+type dialectSQL struct {
+	createTable string
+	lock        string
+	unlock      string
+	insert      string
+	// lockTimesOut: the lock statement answers 1 or 0 (MySQL GET_LOCK with
+	// a timeout) instead of blocking until it gets the lock.
+	lockTimesOut bool
+}
+
+// lockKey names the database lock that serializes concurrent Up calls.
+const lockKey = "sqllock_schema_migrations"
+
+var dialects = map[dblock.Dialect]dialectSQL{
+	dblock.Postgres: {
+		createTable: `CREATE TABLE IF NOT EXISTS ` + MigrationsTable + ` (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)`,
+		// hashtext is stable within a server; all Up calls run against the
+		// same server, which is all the lock needs.
+		lock:   `SELECT pg_advisory_lock(hashtext('` + lockKey + `'))`,
+		unlock: `SELECT pg_advisory_unlock(hashtext('` + lockKey + `'))`,
+		insert: `INSERT INTO ` + MigrationsTable + ` (version, dirty) VALUES ($1, $2)`,
+	},
+	dblock.MySQL: {
+		createTable:  `CREATE TABLE IF NOT EXISTS ` + MigrationsTable + ` (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE=InnoDB`,
+		lock:         `SELECT GET_LOCK('` + lockKey + `', 600)`,
+		unlock:       `SELECT RELEASE_LOCK('` + lockKey + `')`,
+		insert:       `INSERT INTO ` + MigrationsTable + ` (version, dirty) VALUES (?, ?)`,
+		lockTimesOut: true,
+	},
+}
+
+func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect) (*driver, error) {
+	sqls, ok := dialects[d]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", dblock.ErrUnknownDialect, d)
+	}
+	drv := &driver{ctx: ctx, conn: conn, dialect: sqls}
+	if _, err := conn.ExecContext(ctx, sqls.createTable); err != nil {
+		return nil, dblock.WrapDBError("create "+MigrationsTable, err)
+	}
+	return drv, nil
+}
+
+func (d *driver) Open(string) (database.Driver, error) {
+	return nil, errors.New("migrations: the sqllock driver is only used through Up/Down/Version")
+}
+
+// Close does nothing: the connection belongs to run, which returns it to the
+// caller's pool, and the *sql.DB belongs to the caller.
+func (d *driver) Close() error { return nil }
+
+func (d *driver) Lock() error {
+	var got sql.NullInt64
+	if d.dialect.lockTimesOut {
+		if err := d.conn.QueryRowContext(d.ctx, d.dialect.lock).Scan(&got); err != nil {
+			return &database.Error{OrigErr: err, Err: "lock failed", Query: []byte(d.dialect.lock)}
+		}
+		if got.Int64 != 1 {
+			return database.ErrLocked
+		}
+		return nil
+	}
+	if _, err := d.conn.ExecContext(d.ctx, d.dialect.lock); err != nil {
+		return &database.Error{OrigErr: err, Err: "lock failed", Query: []byte(d.dialect.lock)}
+	}
+	return nil
+}
+
+func (d *driver) Unlock() error {
+	// Unlock may run after ctx was canceled; the lock must still go.
+	ctx := context.WithoutCancel(d.ctx)
+	if _, err := d.conn.ExecContext(ctx, d.dialect.unlock); err != nil {
+		return &database.Error{OrigErr: err, Err: "unlock failed", Query: []byte(d.dialect.unlock)}
+	}
+	return nil
+}
+
+// Run executes a migration file one statement at a time. Line comments go
+// first, so a ';' in a comment does not split a statement. (sqllock's files
+// have no "--" inside string literals.)
+func (d *driver) Run(migration io.Reader) error {
+	body, err := io.ReadAll(migration)
+	if err != nil {
+		return err
+	}
+	var runErr error
+	err = multistmt.Parse(bytes.NewReader(stripComments(body)), []byte(";"), 1<<20, func(stmt []byte) bool {
+		if len(bytes.TrimSpace(stmt)) == 0 {
+			return true
+		}
+		if _, err := d.conn.ExecContext(d.ctx, string(stmt)); err != nil {
+			runErr = &database.Error{OrigErr: err, Err: "migration failed", Query: stmt}
+			return false
+		}
+		return true
+	})
+	if runErr != nil {
+		return runErr
+	}
+	return err
+}
+
+// stripComments drops "--" line comments.
+func stripComments(stmt []byte) []byte {
+	var out []byte
+	for _, line := range bytes.Split(stmt, []byte("\n")) {
+		if i := bytes.Index(line, []byte("--")); i >= 0 {
+			line = line[:i]
+		}
+		out = append(out, line...)
+		out = append(out, '\n')
+	}
+	return out
+}
+
+func (d *driver) SetVersion(version int, dirty bool) error {
+	tx, err := d.conn.BeginTx(d.ctx, nil)
+	if err != nil {
+		return &database.Error{OrigErr: err, Err: "transaction start failed"}
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(d.ctx, `DELETE FROM `+MigrationsTable); err != nil {
+		return &database.Error{OrigErr: err, Query: []byte("DELETE FROM " + MigrationsTable)}
+	}
+	// golang-migrate's convention: a clean NilVersion is an empty table.
+	if version >= 0 || (version == database.NilVersion && dirty) {
+		if _, err := tx.ExecContext(d.ctx, d.dialect.insert, version, dirty); err != nil {
+			return &database.Error{OrigErr: err, Query: []byte(d.dialect.insert)}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return &database.Error{OrigErr: err, Err: "transaction commit failed"}
+	}
+	return nil
+}
+
+func (d *driver) Version() (version int, dirty bool, err error) {
+	q := `SELECT version, dirty FROM ` + MigrationsTable + ` LIMIT 1`
+	err = d.conn.QueryRowContext(d.ctx, q).Scan(&version, &dirty)
+	if errors.Is(err, sql.ErrNoRows) {
+		return database.NilVersion, false, nil
+	}
+	if err != nil {
+		return 0, false, &database.Error{OrigErr: err, Query: []byte(q)}
+	}
+	return version, dirty, nil
+}
+
+// Drop is not offered: sqllock's migrations own only their own tables, and
+// Down removes those.
+func (d *driver) Drop() error {
+	return errors.New("migrations: Drop is not supported; use Down")
+}

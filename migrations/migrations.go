@@ -1,0 +1,124 @@
+// Package migrations creates and drops sqllock's tables with golang-migrate,
+// from SQL files embedded in the binary.
+//
+// The history is kept in its own table (MigrationsTable), so it never mixes
+// with the application's golang-migrate history. Up runs on one connection
+// borrowed from the caller's *sql.DB and returns it; it never closes the
+// *sql.DB (golang-migrate's own drivers do), and MySQL files are split into
+// statements here, so the DSN needs no multiStatements=true.
+//
+// Teams that run goose, Atlas or Flyway can take the same files from Files.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// MigrationsTable records which of sqllock's migrations have run.
+const MigrationsTable = "sqllock_schema_migrations"
+
+// Latest is the version Up migrates to.
+const Latest = 6
+
+//go:embed postgres/*.sql mysql/*.sql
+var files embed.FS
+
+// Files returns the migration files of a dialect, named as golang-migrate
+// expects (000001_locks.up.sql, ...).
+func Files(d dblock.Dialect) (fs.FS, error) {
+	if !d.Valid() {
+		return nil, fmt.Errorf("migrations: %w: %q", dblock.ErrUnknownDialect, d)
+	}
+	return fs.Sub(files, string(d))
+}
+
+// Up creates or upgrades sqllock's tables to Latest. Running it again is a
+// no-op; concurrent calls (from several replicas starting at once) are
+// serialized by a database lock.
+func Up(ctx context.Context, db *sql.DB, d dblock.Dialect) error {
+	return run(ctx, db, d, func(m *migrate.Migrate) error { return m.Up() })
+}
+
+// Down drops sqllock's tables, and every lock and waiter in them.
+func Down(ctx context.Context, db *sql.DB, d dblock.Dialect) error {
+	return run(ctx, db, d, func(m *migrate.Migrate) error { return m.Down() })
+}
+
+// Version reports the schema version (0 when nothing has run) and whether
+// the last migration failed half-way (dirty).
+func Version(ctx context.Context, db *sql.DB, d dblock.Dialect) (version uint, dirty bool, err error) {
+	err = run(ctx, db, d, func(m *migrate.Migrate) error {
+		version, dirty, err = m.Version()
+		if errors.Is(err, migrate.ErrNilVersion) {
+			version, dirty, err = 0, false, nil
+		}
+		return err
+	})
+	return version, dirty, err
+}
+
+func run(ctx context.Context, db *sql.DB, d dblock.Dialect, step func(*migrate.Migrate) error) (err error) {
+	if db == nil {
+		return fmt.Errorf("migrations: %w: nil *sql.DB", dblock.ErrInvalidDB)
+	}
+	if !d.Valid() {
+		return fmt.Errorf("migrations: %w: %q", dblock.ErrUnknownDialect, d)
+	}
+	src, err := iofs.New(files, string(d))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", dblock.WrapDBError("connect", err))
+	}
+	// The connection goes back to the caller's pool however we leave.
+	defer conn.Close()
+
+	drv, err := newDriver(ctx, conn, d)
+	if err != nil {
+		_ = src.Close()
+		return fmt.Errorf("migrations: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "sqllock-"+string(d), drv)
+	if err != nil {
+		_ = src.Close()
+		return fmt.Errorf("migrations: %w", err)
+	}
+	// golang-migrate checks GracefulStop between migrations; the statements
+	// themselves are canceled through ctx by the driver.
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case m.GracefulStop <- true:
+		default:
+		}
+	})
+	defer stop()
+	defer func() {
+		srcErr, dbErr := m.Close()
+		if err == nil {
+			err = errors.Join(srcErr, dbErr)
+		}
+	}()
+	err = step(m)
+	if errors.Is(err, migrate.ErrNoChange) {
+		err = nil
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = errors.Join(err, ctxErr)
+		}
+		return fmt.Errorf("migrations: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// isolated returns a pool on a schema (PostgreSQL) or database (MySQL) of
+// its own, so that Down here never drops the tables other packages' tests
+// use at the same time.
+func isolated(t *testing.T, tg testdb.Target) *sql.DB {
+	t.Helper()
+	ctx := t.Context()
+	const name = "sqllock_migrations_test"
+	if tg.Dialect == dblock.Postgres {
+		if _, err := tg.DB.ExecContext(ctx, `DROP SCHEMA IF EXISTS `+name+` CASCADE`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tg.DB.ExecContext(ctx, `CREATE SCHEMA `+name); err != nil {
+			t.Fatal(err)
+		}
+		sep := "?"
+		if strings.Contains(tg.DSN, "?") {
+			sep = "&"
+		}
+		return testdb.Open(t, tg, tg.DSN+sep+"search_path="+name)
+	}
+	if _, err := tg.DB.ExecContext(ctx, `DROP DATABASE IF EXISTS `+name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tg.DB.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatal(err)
+	}
+	i := strings.LastIndex(tg.DSN, "/")
+	rest, params := tg.DSN[i+1:], ""
+	if j := strings.Index(rest, "?"); j >= 0 {
+		params = rest[j:]
+	}
+	return testdb.Open(t, tg, tg.DSN[:i+1]+name+params)
+}
+
+func tableCount(t *testing.T, db *sql.DB, d dblock.Dialect) int {
+	t.Helper()
+	q := `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name LIKE 'dblock\_%'`
+	if d == dblock.MySQL {
+		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'dblock\_%'`
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestUpDownVersion(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			db := isolated(t, tg)
+			if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != 0 || dirty {
+				t.Fatalf("Version before Up = %d %v %v, want 0", v, dirty, err)
+			}
+
+			// Four replicas starting at once.
+			var wg sync.WaitGroup
+			errs := make([]error, 4)
+			for i := range errs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = migrations.Up(ctx, db, tg.Dialect)
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatalf("concurrent Up: %v", err)
+			}
+			if err := migrations.Up(ctx, db, tg.Dialect); err != nil {
+				t.Fatalf("Up again: %v", err)
+			}
+			if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != migrations.Latest || dirty {
+				t.Fatalf("Version after Up = %d %v %v, want %d", v, dirty, err, migrations.Latest)
+			}
+			// PostgreSQL keeps forupdate's token counter in a sequence,
+			// MySQL in a table.
+			want := map[dblock.Dialect]int{dblock.Postgres: 4, dblock.MySQL: 5}[tg.Dialect]
+			if n := tableCount(t, db, tg.Dialect); n != want {
+				t.Fatalf("%d dblock_ tables after Up, want %d", n, want)
+			}
+			// The caller's pool is open and has nothing checked out.
+			if err := db.PingContext(ctx); err != nil {
+				t.Fatalf("pool unusable after Up: %v", err)
+			}
+			if inUse := db.Stats().InUse; inUse != 0 {
+				t.Fatalf("%d connections left checked out", inUse)
+			}
+			// The application's own golang-migrate table is not touched.
+			var appTables int
+			q := `SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations' AND table_schema = current_schema()`
+			if tg.Dialect == dblock.MySQL {
+				q = `SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations' AND table_schema = DATABASE()`
+			}
+			if err := db.QueryRowContext(ctx, q).Scan(&appTables); err != nil || appTables != 0 {
+				t.Fatalf("schema_migrations tables: %d, %v", appTables, err)
+			}
+
+			if err := migrations.Down(ctx, db, tg.Dialect); err != nil {
+				t.Fatalf("Down: %v", err)
+			}
+			if n := tableCount(t, db, tg.Dialect); n != 0 {
+				t.Fatalf("%d dblock_ tables after Down", n)
+			}
+			if v, _, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != 0 {
+				t.Fatalf("Version after Down = %d, %v", v, err)
+			}
+			if inUse := db.Stats().InUse; inUse != 0 {
+				t.Fatalf("%d connections left checked out after Down", inUse)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	if err := migrations.Up(ctx, nil, dblock.Postgres); !errors.Is(err, dblock.ErrInvalidDB) {
+		t.Errorf("nil db: %v", err)
+	}
+	tg := testdb.Targets(t)[0]
+	if err := migrations.Up(ctx, tg.DB, "oracle"); !errors.Is(err, dblock.ErrUnknownDialect) {
+		t.Errorf("unknown dialect: %v", err)
+	}
+	if _, err := migrations.Files("oracle"); !errors.Is(err, dblock.ErrUnknownDialect) {
+		t.Errorf("Files(oracle): %v", err)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := migrations.Up(canceled, tg.DB, tg.Dialect); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled context: %v", err)
+	}
+}
+
+// columnTimestamp matches a TIMESTAMP column type (not DATETIME, not
+// UTC_TIMESTAMP).
+var columnTimestamp = regexp.MustCompile(`(?i)\s+TIMESTAMP\b`)
+
+func TestFiles(t *testing.T) {
+	for _, d := range []dblock.Dialect{dblock.Postgres, dblock.MySQL} {
+		files, err := migrations.Files(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := fs.Glob(files, "*.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) != 2*migrations.Latest {
+			t.Errorf("%s: %d files, want an up and a down for each of %d versions: %v", d, len(names), migrations.Latest, names)
+		}
+		for _, n := range names {
+			b, _ := fs.ReadFile(files, n)
+			for _, line := range strings.Split(string(b), "\n") {
+				code, _, _ := strings.Cut(line, "--")
+				if d == dblock.MySQL && columnTimestamp.MatchString(code) {
+					t.Errorf("%s: %q uses TIMESTAMP, which shifts with the session time zone", n, line)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,6 @@
+-- One permanent row per name for the forupdate package: its lock is a
+-- SELECT ... FOR UPDATE on this row, held by an open transaction.
+CREATE TABLE IF NOT EXISTS dblock_forupdate (
+    name  varchar(255) NOT NULL PRIMARY KEY,
+    token bigint       NOT NULL DEFAULT 0
+);

@@ -1,0 +1,1 @@
+DROP SEQUENCE IF EXISTS dblock_forupdate_tokens;
