@@ -1,0 +1,356 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// Table is the waiter table.
+const Table = "dblock_waiters"
+
+// DefaultWaiterTTL is how long a waiter stays in the queue without a
+// heartbeat; a dead waiter holds up the queue for at most this long.
+const DefaultWaiterTTL = 10 * time.Second
+
+// MinWaiterTTL is the shortest waiter TTL accepted.
+const MinWaiterTTL = 100 * time.Millisecond
+
+// Option configures a Queue.
+type Option func(*Queue)
+
+// WithWaiterTTL sets how long a waiter without heartbeat stays in the
+// queue. Default DefaultWaiterTTL, at least MinWaiterTTL.
+func WithWaiterTTL(d time.Duration) Option { return func(q *Queue) { q.ttl = d } }
+
+// WithLogger sets where heartbeat failures are logged. Default: nowhere.
+func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
+
+// Queue enqueues waiters and heartbeats them. Safe for concurrent use.
+type Queue struct {
+	db  *sql.DB
+	sql dialectSQL
+	ttl time.Duration
+	log *slog.Logger
+
+	mu      sync.Mutex
+	tickets map[*Ticket]struct{}
+	stop    context.CancelFunc // stops the heartbeat loop; nil when idle
+	done    chan struct{}
+}
+
+// Ticket is one waiter's place in the queue.
+type Ticket struct {
+	q     *Queue
+	name  string
+	owner dblock.Owner
+
+	mu   sync.Mutex
+	id   int64
+	left bool // set by Leave; a heartbeat must not queue it again
+}
+
+// Waiter is one entry of List.
+type Waiter struct {
+	Position  int // 1 is the head
+	ID        int64
+	Name      string
+	OwnerHost string
+	OwnerID   string
+	Waited    time.Duration // since it enqueued, by the database clock
+	ExpiresIn time.Duration // until its heartbeat lapses
+}
+
+// New returns a Queue on db. It does no I/O.
+func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
+	if db == nil {
+		return nil, fmt.Errorf("queue: %w: nil *sql.DB", dblock.ErrInvalidDB)
+	}
+	s, ok := dialects[d]
+	if !ok {
+		return nil, fmt.Errorf("queue: %w: %q", dblock.ErrUnknownDialect, d)
+	}
+	q := &Queue{db: db, sql: s, ttl: DefaultWaiterTTL, log: slog.New(slog.DiscardHandler), tickets: map[*Ticket]struct{}{}}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
+		}
+		opt(q)
+	}
+	switch {
+	case q.ttl < MinWaiterTTL:
+		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithWaiterTTL", Reason: "must be at least " + MinWaiterTTL.String()})
+	case q.log == nil:
+		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
+	}
+	return q, nil
+}
+
+// TTL is the waiter TTL.
+func (q *Queue) TTL() time.Duration { return q.ttl }
+
+// Enqueue puts a waiter for name at the tail of the queue and keeps it alive
+// until Leave.
+func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*Ticket, error) {
+	if err := dblock.CheckContext(ctx); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	if err := dblock.ValidateName(name); err != nil {
+		return nil, err
+	}
+	t := &Ticket{q: q, name: name, owner: owner}
+	id, err := q.sql.insert(ctx, q.db, name, owner, q.ttl)
+	if err != nil {
+		return nil, dblock.WrapDBError("queue: enqueue", err)
+	}
+	t.id = id
+	q.mu.Lock()
+	q.tickets[t] = struct{}{}
+	if q.stop == nil {
+		loopCtx, stop := context.WithCancel(context.Background())
+		q.stop, q.done = stop, make(chan struct{})
+		go q.heartbeat(loopCtx, q.done)
+	}
+	q.mu.Unlock()
+	return t, nil
+}
+
+// ID is the waiter's row id; ids order the queue. It changes if the waiter
+// had lapsed (a heartbeat failed for a whole TTL) and had to enqueue again.
+func (t *Ticket) ID() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.id
+}
+
+// Leave removes the waiter from the queue. It uses its own short timeout
+// when ctx is already done, so a canceled Acquire still leaves at once.
+func (t *Ticket) Leave(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background() // leaving must not fail: the row would linger
+	}
+	// Marking the ticket first orders Leave with a concurrent re-enqueue by
+	// the heartbeat (under t.mu): either that sees left and does nothing,
+	// or Leave below deletes the row it made.
+	t.mu.Lock()
+	t.left = true
+	t.mu.Unlock()
+	q := t.q
+	q.mu.Lock()
+	_, queued := q.tickets[t]
+	delete(q.tickets, t)
+	var stop context.CancelFunc
+	var done chan struct{}
+	if len(q.tickets) == 0 && q.stop != nil {
+		stop, done = q.stop, q.done
+		q.stop, q.done = nil, nil
+	}
+	q.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+	if !queued {
+		return nil
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	// Deadlocks and lock waits with concurrent tries (MySQL's locking reads
+	// of this table) must not leave a waiter behind: retry them.
+	err := dblock.RetryContention(ctx, func() error {
+		_, err := q.db.ExecContext(ctx, q.sql.delete, t.ID())
+		return err
+	})
+	if err != nil {
+		return dblock.WrapDBError("queue: leave", err)
+	}
+	return nil
+}
+
+// Close stops heartbeating; waiters still queued lapse after one TTL.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	stop, done := q.stop, q.done
+	q.stop, q.done = nil, nil
+	q.tickets = map[*Ticket]struct{}{}
+	q.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// heartbeat pushes every queued waiter's expiry forward every TTL/3 with one
+// statement, and re-enqueues waiters whose rows vanished.
+func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	ticker := time.NewTicker(q.ttl / 3)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		q.mu.Lock()
+		tickets := make([]*Ticket, 0, len(q.tickets))
+		for t := range q.tickets {
+			tickets = append(tickets, t)
+		}
+		q.mu.Unlock()
+		if len(tickets) == 0 {
+			continue
+		}
+		ids := make([]int64, len(tickets))
+		for i, t := range tickets {
+			ids[i] = t.ID()
+		}
+		beatCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
+		alive, err := q.sql.beat(beatCtx, q.db, ids, q.ttl)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				q.log.Warn("queue: heartbeat failed", "error", err)
+			}
+			continue
+		}
+		for i, t := range tickets {
+			if _, ok := alive[ids[i]]; ok {
+				continue
+			}
+			// Gone: reaped as dead (we could not heartbeat for a whole
+			// TTL), so queue again at the tail rather than vanish; or it
+			// just left, and must stay gone.
+			t.mu.Lock()
+			if !t.left {
+				id, err := q.sql.insert(ctx, q.db, t.name, t.owner, q.ttl)
+				if err != nil {
+					q.log.Warn("queue: re-enqueue failed", "name", t.name, "error", err)
+				} else {
+					t.id = id
+				}
+			}
+			t.mu.Unlock()
+		}
+	}
+}
+
+// List returns name's live waiters in queue order.
+func (q *Queue) List(ctx context.Context, name string) ([]Waiter, error) {
+	if err := dblock.CheckContext(ctx); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	if err := dblock.ValidateName(name); err != nil {
+		return nil, err
+	}
+	rows, err := q.db.QueryContext(ctx, q.sql.list, name)
+	if err != nil {
+		return nil, dblock.WrapDBError("queue: list", err)
+	}
+	defer rows.Close()
+	var out []Waiter
+	for rows.Next() {
+		var w Waiter
+		var waitedUs, expiresUs int64
+		if err := rows.Scan(&w.ID, &w.Name, &w.OwnerHost, &w.OwnerID, &waitedUs, &expiresUs); err != nil {
+			return nil, err
+		}
+		w.Position = len(out) + 1
+		w.Waited = time.Duration(waitedUs) * time.Microsecond
+		w.ExpiresIn = time.Duration(expiresUs) * time.Microsecond
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// dialectSQL holds the statements of one dialect.
+type dialectSQL struct {
+	insert func(ctx context.Context, db *sql.DB, name string, owner dblock.Owner, ttl time.Duration) (int64, error)
+	beat   func(ctx context.Context, db *sql.DB, ids []int64, ttl time.Duration) (map[int64]struct{}, error)
+	delete string
+	list   string
+}
+
+var dialects = map[dblock.Dialect]dialectSQL{
+	dblock.Postgres: {
+		insert: func(ctx context.Context, db *sql.DB, name string, owner dblock.Owner, ttl time.Duration) (int64, error) {
+			var id int64
+			err := db.QueryRowContext(ctx, `
+INSERT INTO `+Table+` (name, owner_host, owner_id, created_at, expires_at)
+VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 microsecond')
+RETURNING id`, name, owner.Host, owner.ID, ttl.Microseconds()).Scan(&id)
+			return id, err
+		},
+		beat: func(ctx context.Context, db *sql.DB, ids []int64, ttl time.Duration) (map[int64]struct{}, error) {
+			rows, err := db.QueryContext(ctx, `
+UPDATE `+Table+` SET expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond'
+WHERE id = ANY($1) RETURNING id`, ids, ttl.Microseconds())
+			if err != nil {
+				return nil, err
+			}
+			return scanIDs(rows)
+		},
+		delete: `DELETE FROM ` + Table + ` WHERE id = $1`,
+		list: `
+SELECT id, name, owner_host, owner_id,
+    (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint,
+    (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint
+FROM ` + Table + ` WHERE name = $1 AND expires_at > clock_timestamp() ORDER BY id`,
+	},
+	dblock.MySQL: {
+		insert: func(ctx context.Context, db *sql.DB, name string, owner dblock.Owner, ttl time.Duration) (int64, error) {
+			res, err := db.ExecContext(ctx, `
+INSERT INTO `+Table+` (name, owner_host, owner_id, created_at, expires_at)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, name, owner.Host, owner.ID, ttl.Microseconds())
+			if err != nil {
+				return 0, err
+			}
+			return res.LastInsertId()
+		},
+		beat: func(ctx context.Context, db *sql.DB, ids []int64, ttl time.Duration) (map[int64]struct{}, error) {
+			args := make([]any, 0, len(ids)+1)
+			args = append(args, ttl.Microseconds())
+			for _, id := range ids {
+				args = append(args, id)
+			}
+			in := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+			if _, err := db.ExecContext(ctx, `UPDATE `+Table+` SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN (`+in+`)`, args...); err != nil {
+				return nil, err
+			}
+			rows, err := db.QueryContext(ctx, `SELECT id FROM `+Table+` WHERE id IN (`+in+`)`, args[1:]...)
+			if err != nil {
+				return nil, err
+			}
+			return scanIDs(rows)
+		},
+		delete: `DELETE FROM ` + Table + ` WHERE id = ?`,
+		list: `
+SELECT id, name, owner_host, owner_id,
+    TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6)),
+    TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM ` + Table + ` WHERE name = ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY id`,
+	},
+}
+
+func scanIDs(rows *sql.Rows) (map[int64]struct{}, error) {
+	ids := map[int64]struct{}{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		ids[id] = struct{}{}
+	}
+	return ids, errors.Join(rows.Err(), rows.Close())
+}

@@ -1,0 +1,96 @@
+package queue_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/queue"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
+	)
+}
+
+func TestQueue(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			const ttl = 500 * time.Millisecond
+			q, err := queue.New(tg.DB, tg.Dialect, queue.WithWaiterTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			name := testdb.Name(t)
+			owners := []dblock.Owner{dblock.NewOwner(), dblock.NewOwner(), dblock.NewOwner()}
+			var tickets []*queue.Ticket
+			for _, o := range owners {
+				tk, err := q.Enqueue(ctx, name, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tickets = append(tickets, tk)
+			}
+			// Heartbeats keep slow waiters queued well past one TTL.
+			time.Sleep(3 * ttl)
+			ws, err := q.List(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ws) != 3 {
+				t.Fatalf("after 3 TTLs: %d waiters, want 3 (heartbeats keep them)", len(ws))
+			}
+			for i, w := range ws {
+				if w.Position != i+1 || w.ID != tickets[i].ID() || w.OwnerID != owners[i].ID || w.Name != name || w.Waited <= 0 || w.ExpiresIn <= 0 {
+					t.Fatalf("waiter %d = %+v", i, w)
+				}
+			}
+			if err := tickets[1].Leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := tickets[1].Leave(ctx); err != nil {
+				t.Fatalf("second Leave: %v", err)
+			}
+			ws, _ = q.List(ctx, name)
+			if len(ws) != 2 || ws[0].ID != tickets[0].ID() || ws[1].ID != tickets[2].ID() || ws[1].Position != 2 {
+				t.Fatalf("after the middle left: %+v", ws)
+			}
+			// A closed queue stops heartbeating: its waiters lapse.
+			q.Close()
+			time.Sleep(2 * ttl)
+			ws, _ = q.List(ctx, name)
+			if len(ws) != 0 {
+				t.Fatalf("waiters without heartbeat still listed: %+v", ws)
+			}
+		})
+	}
+}
+
+func TestQueueBadInput(t *testing.T) {
+	tg := testdb.Targets(t)[0]
+	if _, err := queue.New(nil, tg.Dialect); !errors.Is(err, dblock.ErrInvalidDB) {
+		t.Errorf("nil db: %v", err)
+	}
+	if _, err := queue.New(tg.DB, "oracle"); !errors.Is(err, dblock.ErrUnknownDialect) {
+		t.Errorf("dialect: %v", err)
+	}
+	if _, err := queue.New(tg.DB, tg.Dialect, queue.WithWaiterTTL(time.Millisecond)); !errors.Is(err, dblock.ErrInvalidOption) {
+		t.Errorf("tiny TTL: %v", err)
+	}
+	q, err := queue.New(tg.DB, tg.Dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.Enqueue(t.Context(), "", dblock.NewOwner()); !errors.Is(err, dblock.ErrInvalidName) {
+		t.Errorf("empty name: %v", err)
+	}
+}

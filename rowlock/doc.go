@@ -1,0 +1,30 @@
+// Package rowlock implements dblock.Locker with a row per held lock in the
+// table dblock_locks (create it with package migrations).
+//
+// Each name has one row; the primary key on the name lets exactly one
+// contender create it. The row carries a lease (expires_at, judged by the
+// database clock) that the holder renews every TTL/3. Releasing ends the
+// lease at once; a row whose lease has lapsed, released or not, is taken over
+// by the next contender with one UPDATE, so a crashed holder blocks others
+// for at most one TTL. The host and owner columns make the lock reentrant.
+//
+// The fencing token lives in the row and grows by one at every takeover,
+// under the row lock. Released rows stay, keeping the token, until Sweep (run
+// by package reaper) deletes lapsed rows; it first raises the token counter
+// of each row's stripe to the row's token, and a fresh row draws its first
+// token from that counter in the statement or transaction that inserts it.
+// So tokens grow strictly per name across releases, takeovers, sweeps and
+// restarts. Do not delete lock rows by hand.
+//
+// A holder that cannot renew in time closes Done and cancels its Context
+// before the database could consider the lease expired. Data written under
+// the lock can be fenced: CheckHeld, run in the writing transaction, proves
+// the lock is still held and keeps it from being taken until that
+// transaction ends.
+//
+// Waiting: on PostgreSQL, releases are announced with NOTIFY and one
+// listening connection per Locker wakes its waiters; on MySQL waiters poll
+// with backoff and jitter. Waiters in the same process are woken directly by
+// a release. Only the longest-waiting waiter of a name in each Locker is
+// woken, so a release never stampedes.
+package rowlock

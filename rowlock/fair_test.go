@@ -1,0 +1,276 @@
+package rowlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/queue"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+// waitQueued polls (bounded) until name has n live fair waiters.
+func waitQueued(t testing.TB, l *rowlock.Locker, name string, n int) []queue.Waiter {
+	t.Helper()
+	for range 1000 {
+		ws, err := l.Waiters(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) == n {
+			return ws
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%q never had %d waiters", name, n)
+	return nil
+}
+
+// TestFairOrder: 16 fair waiters on two Lockers take the lock in exactly the
+// order they joined the queue, round after round.
+func TestFairOrder(t *testing.T) {
+	const waiters, rounds = 16, 3
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			lockers := []*rowlock.Locker{newLocker(t, tg.DB), newLocker(t, tg.DB)}
+			name := testdb.Name(t)
+			for round := range rounds {
+				holder, err := lockers[0].Acquire(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mu sync.Mutex
+				var got []int
+				var wg sync.WaitGroup
+				errs := make(chan error, waiters)
+				for i := range waiters {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						k, err := lockers[i%2].Acquire(ctx, name, dblock.Fair())
+						if err != nil {
+							errs <- err
+							return
+						}
+						mu.Lock()
+						got = append(got, i)
+						mu.Unlock()
+						if err := k.Release(ctx); err != nil {
+							errs <- err
+						}
+					}()
+					// Enqueue one at a time, so the enqueue order is known.
+					waitQueued(t, lockers[0], name, i+1)
+				}
+				release(t, holder)
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
+				}
+				for i, w := range got {
+					if w != i {
+						t.Fatalf("round %d: acquisition order %v, want 0..%d in order", round, got, waiters-1)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestQueueBlocksBargers: while a fair waiter is queued, a free lock goes to
+// nobody else, fair or not; the holder may still re-enter.
+func TestQueueBlocksBargers(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			l := newLocker(t, tg.DB)
+			name := testdb.Name(t)
+			holder, err := l.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A live waiter of another process: queued and heartbeating,
+			// but never trying.
+			q, err := queue.New(tg.DB, tg.Dialect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			ticket, err := q.Enqueue(ctx, name, dblock.NewOwner())
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := l.TryAcquire(holder.Context(), name)
+			if err != nil {
+				t.Fatalf("re-entry while others queue: %v", err)
+			}
+			release(t, again)
+			release(t, holder)
+			if _, err := l.TryAcquire(ctx, name); !errors.Is(err, dblock.ErrNotAcquired) {
+				t.Fatalf("unfair TryAcquire past a live queue = %v, want ErrNotAcquired", err)
+			}
+			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			if _, err := l.Acquire(short, name, dblock.Fair()); !errors.Is(err, dblock.ErrNotAcquired) {
+				t.Fatalf("fair newcomer behind a live waiter = %v, want ErrNotAcquired", err)
+			}
+			ws := waitQueued(t, l, name, 1)
+			if ws[0].ID != ticket.ID() || ws[0].Position != 1 || ws[0].OwnerHost != dblock.ProcessHost() {
+				t.Fatalf("waiters = %+v: the canceled newcomer must be gone, the live waiter first", ws)
+			}
+			if err := ticket.Leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+			k, err := l.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatalf("TryAcquire after the queue emptied: %v", err)
+			}
+			release(t, k)
+		})
+	}
+}
+
+// TestFairCancelMidQueue: a waiter whose context ends leaves the queue at
+// once; the others keep their order.
+func TestFairCancelMidQueue(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			l := newLocker(t, tg.DB)
+			name := testdb.Name(t)
+			holder, err := l.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			order := make(chan int, 3)
+			cancels := make([]context.CancelFunc, 3)
+			done := make(chan error, 3)
+			for i := range 3 {
+				wctx, cancel := context.WithCancel(ctx)
+				cancels[i] = cancel
+				go func() {
+					k, err := l.Acquire(wctx, name, dblock.Fair())
+					if err == nil {
+						order <- i
+						err = k.Release(ctx)
+					}
+					done <- err
+				}()
+				waitQueued(t, l, name, i+1)
+			}
+			cancels[1]()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("canceled waiter: %v", err)
+			}
+			ws, err := l.Waiters(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ws) != 2 {
+				t.Fatalf("queue after cancel = %+v, want 2 waiters", ws)
+			}
+			release(t, holder)
+			for range 2 {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if a, b := <-order, <-order; a != 0 || b != 2 {
+				t.Fatalf("order %d, %d; want 0, 2", a, b)
+			}
+			for _, c := range cancels {
+				c()
+			}
+		})
+	}
+}
+
+// TestChildFairWaiter is the body of the child process of
+// TestDeadWaiterIsPassedOver; in a normal run it returns at once.
+func TestChildFairWaiter(t *testing.T) {
+	if !testdb.IsChild() {
+		return
+	}
+	name, dialect := os.Getenv("SQLLOCK_CHILD_LOCK"), os.Getenv("SQLLOCK_CHILD_DIALECT")
+	for _, tg := range testdb.Targets(t) {
+		if tg.Name != dialect {
+			continue
+		}
+		l, err := rowlock.New(tg.DB, rowlock.WithWaiterTTL(500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				if ws, _ := l.Waiters(context.Background(), name); len(ws) == 1 {
+					fmt.Println("queued")
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		_, err = l.Acquire(context.Background(), name, dblock.Fair())
+		t.Fatalf("child got past the holder: %v", err)
+	}
+}
+
+// TestDeadWaiterIsPassedOver: the head of the queue is SIGKILLed; after its
+// heartbeat lapses the next waiter gets the lock.
+func TestDeadWaiterIsPassedOver(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			l := newLocker(t, tg.DB)
+			name := testdb.Name(t)
+			holder, err := l.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			child := testdb.Child(t, "TestChildFairWaiter", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
+			waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if _, err := child.WaitLine(waitCtx, "queued"); err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				k, err := l.Acquire(waitCtx, name, dblock.Fair())
+				if err == nil {
+					err = k.Release(ctx)
+				}
+				got <- err
+			}()
+			waitQueued(t, l, name, 2)
+			child.Kill()
+			release(t, holder)
+			if err := <-got; err != nil {
+				t.Fatalf("waiter behind a dead one: %v", err)
+			}
+		})
+	}
+}
+
+func TestFairBadInput(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			if _, err := rowlock.New(tg.DB, rowlock.WithWaiterTTL(0)); !errors.Is(err, dblock.ErrInvalidOption) {
+				t.Errorf("zero waiter TTL: %v", err)
+			}
+			l := newLocker(t, tg.DB)
+			if _, err := l.Acquire(t.Context(), "", dblock.Fair()); !errors.Is(err, dblock.ErrInvalidName) {
+				t.Errorf("empty name: %v", err)
+			}
+			if _, err := l.Waiters(t.Context(), ""); !errors.Is(err, dblock.ErrInvalidName) {
+				t.Errorf("Waiters(\"\"): %v", err)
+			}
+		})
+	}
+}

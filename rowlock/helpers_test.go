@@ -1,0 +1,113 @@
+package rowlock_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+func TestMain(m *testing.M) {
+	if testdb.IsChild() {
+		os.Exit(m.Run())
+	}
+	// Every goroutine rowlock starts must be stopped by Release or Close.
+	goleak.VerifyTestMain(m,
+		// database/sql's connection opener lives as long as a *sql.DB, and
+		// the harness keeps its pools for the whole test binary.
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
+	)
+}
+
+// newLocker returns a Locker on db that is closed when the test ends.
+func newLocker(t testing.TB, db *sql.DB, opts ...rowlock.Option) *rowlock.Locker {
+	t.Helper()
+	l, err := rowlock.New(db, opts...)
+	if err != nil {
+		t.Fatalf("rowlock.New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// release releases k and fails the test on error.
+func release(t testing.TB, k dblock.Lock) {
+	t.Helper()
+	if err := k.Release(context.Background()); err != nil {
+		t.Fatalf("Release(%q): %v", k.Name(), err)
+	}
+}
+
+// rowState reads a lock's row straight from the table.
+type rowState struct {
+	exists    bool
+	token     int64
+	holdCount int
+	note      string
+	ownerID   string
+}
+
+func readRow(t testing.TB, tg testdb.Target, name string) rowState {
+	t.Helper()
+	q := `SELECT token, hold_count, note, owner_id FROM dblock_locks WHERE name = $1`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT token, hold_count, note, owner_id FROM dblock_locks WHERE name = ?`
+	}
+	var r rowState
+	err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&r.token, &r.holdCount, &r.note, &r.ownerID)
+	if err == sql.ErrNoRows {
+		return rowState{}
+	}
+	if err != nil {
+		t.Fatalf("read row %q: %v", name, err)
+	}
+	r.exists = true
+	return r
+}
+
+// expireNow moves a lock's lease into the past by the database clock, as if
+// its holder had stopped renewing long ago.
+func expireNow(t testing.TB, tg testdb.Target, name string) {
+	t.Helper()
+	q := `UPDATE dblock_locks SET expires_at = clock_timestamp() - interval '1 second' WHERE name = $1`
+	if tg.Dialect == dblock.MySQL {
+		q = `UPDATE dblock_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name = ?`
+	}
+	if _, err := tg.DB.ExecContext(context.Background(), q, name); err != nil {
+		t.Fatalf("expire %q: %v", name, err)
+	}
+}
+
+// waitDone waits for a lock's Done channel, failing after limit (a bound
+// against hangs, not a timing assertion).
+func waitDone(t testing.TB, k dblock.Lock, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-k.Done():
+	case <-time.After(limit):
+		t.Fatalf("lock %q: Done not closed after %v", k.Name(), limit)
+	}
+}
+
+// acquiredAtMicros reads a lock's acquired_at, by the database clock, in
+// microseconds since the epoch.
+func acquiredAtMicros(t testing.TB, tg testdb.Target, name string) int64 {
+	t.Helper()
+	q := `SELECT (extract(epoch FROM acquired_at) * 1000000)::bigint FROM dblock_locks WHERE name = $1`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_at) FROM dblock_locks WHERE name = ?`
+	}
+	var us int64
+	if err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&us); err != nil {
+		t.Fatalf("acquired_at of %q: %v", name, err)
+	}
+	return us
+}

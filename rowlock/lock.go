@@ -1,0 +1,283 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// Lock is one hold of a lock taken by a Locker. It is safe for concurrent
+// use.
+type Lock struct {
+	l     *Locker
+	h     holder
+	ttl   time.Duration
+	owner dblock.Owner
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time // by the local monotonic clock: lost unless renewed before
+	err      error     // nil while held
+	released bool
+
+	// stopRenew cancels the renewal loop and any renewal in flight.
+	stopRenew context.CancelFunc
+	renewCtx  context.Context
+	renewDone chan struct{}
+}
+
+var (
+	_ dblock.Lock   = (*Lock)(nil)
+	_ dblock.Fencer = (*Lock)(nil)
+)
+
+// safetyMargin is how long before the database could consider the lease
+// expired a holder that failed to renew declares the lock lost: a tenth of
+// the TTL, time for the holder to stop working and for clocks that run at
+// slightly different rates.
+func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+
+func (l *Locker) newLock(acquireCtx context.Context, a attempt, o dblock.Options, owner dblock.Owner, token int64, sent time.Time) *Lock {
+	// The lock outlives Acquire's context (often a timeout), but keeps its
+	// values, and carries the owner so that acquiring with it re-enters.
+	base := dblock.ContextWithOwner(context.WithoutCancel(acquireCtx), owner)
+	ctx, cancel := context.WithCancelCause(base)
+	renewCtx, stopRenew := context.WithCancel(context.Background())
+	k := &Lock{
+		l:         l,
+		h:         holder{name: a.name, host: owner.Host, ownerID: owner.ID, token: token},
+		ttl:       o.TTL,
+		owner:     owner,
+		ctx:       ctx,
+		cancel:    cancel,
+		deadline:  sent.Add(o.TTL - safetyMargin(o.TTL)),
+		renewCtx:  renewCtx,
+		stopRenew: stopRenew,
+		renewDone: make(chan struct{}),
+	}
+	go k.renewLoop()
+	return k
+}
+
+// Name is the lock's name.
+func (k *Lock) Name() string { return k.h.name }
+
+// Token is the fencing token; reentrant holds share it.
+func (k *Lock) Token() int64 { return k.h.token }
+
+// Owner is who holds the lock.
+func (k *Lock) Owner() dblock.Owner { return k.owner }
+
+// Context carries the owner and is canceled when the lock is released or
+// lost; context.Cause tells which.
+func (k *Lock) Context() context.Context { return k.ctx }
+
+// Done is closed when the lock is released or lost.
+func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
+
+// Err is nil while held, then dblock.ErrReleased or an error wrapping
+// dblock.ErrLockLost. It compares the renewal deadline with the clock
+// itself, so it turns to ErrLockLost on time even when the renewal goroutine
+// has not run yet (a paused process): check it right before acting on the
+// lock, or better, fence the action with CheckHeld.
+func (k *Lock) Err() error {
+	k.mu.Lock()
+	err, deadline, released := k.err, k.deadline, k.released
+	k.mu.Unlock()
+	if err == nil && !released && !time.Now().Before(deadline) {
+		k.lose(errors.New("lease deadline passed before a renewal succeeded"))
+		return k.Err()
+	}
+	return err
+}
+
+// Refresh renews the lease now, as the background renewal does every TTL/3.
+// Errors: dblock.ErrNotHeld after Release; an error wrapping
+// dblock.ErrLockLost if the lock was lost (Done is closed then too); a
+// driver error, after which the lock is still held until its deadline.
+func (k *Lock) Refresh(ctx context.Context) error {
+	if err := dblock.CheckContext(ctx); err != nil {
+		return fmt.Errorf("rowlock: Refresh: %w", err)
+	}
+	k.mu.Lock()
+	released, lost := k.released, k.err
+	k.mu.Unlock()
+	switch {
+	case released:
+		return dblock.ErrNotHeld
+	case lost != nil:
+		return lost
+	}
+	return k.renewOnce(ctx)
+}
+
+func (k *Lock) renewOnce(ctx context.Context) error {
+	sent := time.Now()
+	var ok bool
+	err := dblock.RetryContention(ctx, func() (err error) {
+		ok, err = k.l.store.renew(ctx, k.h, k.ttl)
+		return err
+	})
+	if err != nil {
+		return dblock.WrapDBError("rowlock: renew "+fmt.Sprintf("%q", k.h.name), err)
+	}
+	if !ok {
+		k.lose(errors.New("its row was taken over or deleted"))
+		return k.Err()
+	}
+	k.mu.Lock()
+	if d := sent.Add(k.ttl - safetyMargin(k.ttl)); d.After(k.deadline) {
+		k.deadline = d
+	}
+	k.mu.Unlock()
+	return nil
+}
+
+// renewLoop renews every TTL/3 and, after a failure, retries every TTL/20
+// until the deadline, when it declares the lock lost.
+func (k *Lock) renewLoop() {
+	defer close(k.renewDone)
+	interval := k.ttl / 3
+	retry := max(k.ttl/20, 10*time.Millisecond)
+	next := time.Now().Add(interval)
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	var lastErr error
+	for {
+		k.mu.Lock()
+		deadline := k.deadline
+		k.mu.Unlock()
+		wake := next
+		if deadline.Before(wake) {
+			wake = deadline
+		}
+		timer.Reset(time.Until(wake))
+		select {
+		case <-k.renewCtx.Done():
+			return
+		case <-timer.C:
+		}
+		k.mu.Lock()
+		deadline = k.deadline
+		k.mu.Unlock()
+		if !time.Now().Before(deadline) {
+			if lastErr == nil {
+				lastErr = errors.New("no renewal finished")
+			}
+			k.lose(fmt.Errorf("lease not renewed in time: %w", lastErr))
+			return
+		}
+		// A renewal must not outlive the deadline, nor a Release.
+		ctx, cancel := context.WithDeadline(k.renewCtx, deadline)
+		err := k.renewOnce(ctx)
+		cancel()
+		if k.renewCtx.Err() != nil {
+			return
+		}
+		switch {
+		case errors.Is(err, dblock.ErrLockLost):
+			return
+		case err != nil:
+			lastErr = err
+			k.l.cfg.logger.Warn("rowlock: renewal failed; retrying", "name", k.h.name, "error", err)
+			next = time.Now().Add(retry)
+		default:
+			lastErr = nil
+			next = time.Now().Add(interval)
+		}
+	}
+}
+
+// lose marks the lock lost with cause, unless it was released already.
+func (k *Lock) lose(cause error) {
+	k.mu.Lock()
+	if k.released || k.err != nil {
+		k.mu.Unlock()
+		return
+	}
+	k.err = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, k.h.name, cause)
+	err := k.err
+	k.mu.Unlock()
+	k.l.cfg.logger.Warn("rowlock: lock lost", "name", k.h.name, "token", k.h.token, "error", cause)
+	k.cancel(err)
+}
+
+// Release gives up this hold. The last hold frees the lock at once, or with
+// MinHold pending leaves it taken, by nobody, until acquisition + MinHold. Errors: dblock.ErrNotHeld on a second Release; an error wrapping
+// dblock.ErrLockLost if the lock had been lost; a driver error (the lease
+// then lapses within the TTL, since renewal has stopped).
+func (k *Lock) Release(ctx context.Context) error {
+	// Checked before anything changes: a bad call must leave the lock held.
+	if err := dblock.CheckContext(ctx); err != nil {
+		return fmt.Errorf("rowlock: Release: %w", err)
+	}
+	k.mu.Lock()
+	if k.released {
+		k.mu.Unlock()
+		return dblock.ErrNotHeld
+	}
+	k.released = true
+	lost := k.err
+	k.mu.Unlock()
+
+	k.stopRenew()
+	<-k.renewDone
+
+	var ok bool
+	err := dblock.RetryContention(ctx, func() (err error) {
+		ok, err = k.l.store.release(ctx, k.h)
+		return err
+	})
+	if err == nil {
+		wakeLocal(k.h.name)
+	}
+	k.mu.Lock()
+	if k.err == nil {
+		k.err = dblock.ErrReleased
+	}
+	k.mu.Unlock()
+	k.cancel(dblock.ErrReleased)
+	switch {
+	case lost != nil:
+		return lost
+	case err != nil:
+		return dblock.WrapDBError("rowlock: release "+fmt.Sprintf("%q", k.h.name), err)
+	case !ok:
+		return fmt.Errorf("%w: %q: its row was taken over or deleted before release", dblock.ErrLockLost, k.h.name)
+	}
+	return nil
+}
+
+// CheckHeld proves, inside tx (a transaction on the lock's database), that
+// this hold is still current: the row has this owner and token and an
+// unexpired lease by the database clock. It locks the row in shared mode,
+// so nobody can take the lock over until tx ends: writes made in tx before
+// commit are fenced. Errors: an error wrapping dblock.ErrLockLost, or a
+// driver error. Keep tx short: while it is open the holder's renewals wait
+// for it too. On PostgreSQL use READ COMMITTED transactions: under
+// REPEATABLE READ a renewal after tx began makes the check fail with a
+// serialization error. On MySQL a failed check still holds a shared lock on
+// the row of whoever holds the lock now; roll tx back promptly.
+func (k *Lock) CheckHeld(ctx context.Context, tx *sql.Tx) error {
+	if err := dblock.CheckContext(ctx); err != nil {
+		return fmt.Errorf("rowlock: CheckHeld: %w", err)
+	}
+	if tx == nil {
+		return fmt.Errorf("rowlock: CheckHeld: %w: nil *sql.Tx", dblock.ErrInvalidOption)
+	}
+	ok, err := k.l.store.checkHeld(ctx, tx, k.h)
+	if err != nil {
+		return dblock.WrapDBError("rowlock: check "+fmt.Sprintf("%q", k.h.name), err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %q: not held with token %d", dblock.ErrLockLost, k.h.name, k.h.token)
+	}
+	return nil
+}

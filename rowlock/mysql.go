@@ -1,0 +1,259 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+type mysqlStore struct{ db *sql.DB }
+
+const (
+	// myTake takes over the name's row if its lease has lapsed (a released
+	// row has lapsed) or re-enters it for the same owner; the token grows by
+	// one on a takeover, under the row lock the UPDATE holds.
+	// LAST_INSERT_ID(expr) hands the token back in the OK packet (MySQL 8.0
+	// has no RETURNING). MySQL assigns left to right, each assignment seeing
+	// the ones before: "lapsed" reads only expires_at, which is assigned
+	// last. UTC_TIMESTAMP(6) is fixed for the statement.
+	//
+	// A lapsed lock with live fair waiters goes only to the oldest of them.
+	//
+	// Parameters: note, min hold µs, host, owner, ttl µs, ttl µs, name, name,
+	// waiter id, host, owner.
+	myTake = `
+UPDATE ` + locksTable + ` SET
+    token = LAST_INSERT_ID(IF(expires_at <= UTC_TIMESTAMP(6), token + 1, token)),
+    note = IF(expires_at <= UTC_TIMESTAMP(6), ?, note),
+    acquired_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at),
+    min_hold_until = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, min_hold_until),
+    hold_count = IF(expires_at <= UTC_TIMESTAMP(6), 1, hold_count + 1),
+    owner_host = ?,
+    owner_id = ?,
+    expires_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+        GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND))
+WHERE name = ?
+  AND ((expires_at <= UTC_TIMESTAMP(6) AND NOT EXISTS (
+            SELECT 1 FROM ` + waitersTable + ` w
+            WHERE w.name = ? AND w.id < ? AND w.expires_at > UTC_TIMESTAMP(6)))
+       OR (hold_count > 0 AND owner_host = ? AND owner_id = ?))`
+
+	myRemaining = `
+SELECT GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))
+FROM ` + locksTable + ` WHERE name = ?`
+
+	// myDrawToken increments the stripe counter; its row lock, held until
+	// the transaction ends, orders fresh inserts of names on the stripe.
+	myDrawToken = `
+INSERT INTO ` + fencesTable + ` (stripe, token) VALUES (?, LAST_INSERT_ID(1))
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)`
+
+	myInsert = `
+INSERT INTO ` + locksTable + `
+    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
+SELECT ?, ?, ?, ?, ?, 1, ?, UTC_TIMESTAMP(6),
+    UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+FROM DUAL
+WHERE NOT EXISTS (SELECT 1 FROM ` + waitersTable + ` w
+                  WHERE w.name = ? AND w.id < ? AND w.expires_at > UTC_TIMESTAMP(6))`
+
+	// expires_at is assigned before hold_count so it reads the old count.
+	myRelease = `
+UPDATE ` + locksTable + `
+SET expires_at = IF(hold_count = 1, GREATEST(min_hold_until, UTC_TIMESTAMP(6)), expires_at),
+    hold_count = hold_count - 1
+WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ? AND hold_count > 0`
+
+	myRenew = `
+UPDATE ` + locksTable + `
+SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ? AND hold_count > 0
+  AND expires_at > UTC_TIMESTAMP(6)`
+
+	// LOCK IN SHARE MODE rather than FOR SHARE: MariaDB has only the former.
+	myCheckHeld = `
+SELECT 1 FROM ` + locksTable + `
+WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ?
+  AND hold_count > 0 AND expires_at > UTC_TIMESTAMP(6)
+LOCK IN SHARE MODE`
+
+	mySweepSelect = `
+SELECT name, stripe, token FROM ` + locksTable + `
+WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY expires_at
+LIMIT ?
+FOR UPDATE SKIP LOCKED`
+)
+
+func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
+	if a.polling {
+		// A lease with time left cannot be taken by anyone else (a fresh
+		// row or the owner's own re-entry are not waiters' business).
+		var remaining int64
+		err := s.db.QueryRowContext(ctx, myRemaining, a.name).Scan(&remaining)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return outcome{}, err
+		}
+		if err == nil && remaining > 0 {
+			return outcome{remaining: time.Duration(remaining) * time.Microsecond}, nil
+		}
+	}
+	ttl, minHold := micros(a.ttl), micros(a.minHold)
+	res, err := s.db.ExecContext(ctx, myTake,
+		a.note, minHold, a.host, a.ownerID, ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID)
+	if err != nil {
+		return outcome{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		token, idErr := res.LastInsertId()
+		return outcome{acquired: err == nil && idErr == nil, token: token}, errors.Join(err, idErr)
+	}
+	var remaining int64
+	err = s.db.QueryRowContext(ctx, myRemaining, a.name).Scan(&remaining)
+	if err == nil {
+		return outcome{remaining: time.Duration(remaining) * time.Microsecond}, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return outcome{}, err
+	}
+	return s.insert(ctx, a)
+}
+
+// insert creates the row of a fresh name in a transaction that first draws
+// its token from the stripe counter.
+func (s mysqlStore) insert(ctx context.Context, a attempt) (out outcome, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer func() {
+		if !out.acquired {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	stripe := stripeOf(a.name)
+	res, err := tx.ExecContext(ctx, myDrawToken, stripe)
+	if err != nil {
+		return outcome{}, err
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return outcome{}, err
+	}
+	res, err = tx.ExecContext(ctx, myInsert,
+		a.name, stripe, token, a.host, a.ownerID, a.note, micros(a.minHold), micros(a.ttl), a.name, a.queueID())
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) && myErr.Number == 1062 {
+		// Someone created the row since we looked: they hold it now.
+		return outcome{}, nil
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		// Older fair waiters are queued for the name.
+		return outcome{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return outcome{}, err
+	}
+	return outcome{acquired: true, token: token}, nil
+}
+
+func (s mysqlStore) release(ctx context.Context, h holder) (bool, error) {
+	return execOne(ctx, s.db, myRelease, h.name, h.host, h.ownerID, h.token)
+}
+
+// renew runs in a transaction although it is one statement: when ctx ends
+// while the UPDATE waits for a row lock, go-sql-driver closes the connection
+// but the server runs the statement once the lock comes free. Inside a
+// transaction that late renewal is rolled back with the dead session instead
+// of reviving a lease its holder already declared lost (UTC_TIMESTAMP is
+// fixed when the statement starts, so the WHERE clause cannot tell).
+func (s mysqlStore) renew(ctx context.Context, h holder, ttl time.Duration) (ok bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	ok, err = execOne(ctx, tx, myRenew, micros(ttl), h.name, h.host, h.ownerID, h.token)
+	if err != nil {
+		return false, errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	return ok, tx.Commit()
+}
+
+func (s mysqlStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (bool, error) {
+	return queryOne(ctx, tx, myCheckHeld, h.name, h.host, h.ownerID, h.token)
+}
+
+// sweep deletes lapsed rows in one transaction: lock a batch, raise the
+// stripe counters to the batch's tokens, delete the batch.
+func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int) (n int, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, mySweepSelect, micros(grace), limit)
+	if err != nil {
+		return 0, err
+	}
+	var names []any
+	floors := map[int64]int64{}
+	for rows.Next() {
+		var name string
+		var stripe, token int64
+		if err := rows.Scan(&name, &stripe, &token); err != nil {
+			_ = rows.Close()
+			return 0, err
+		}
+		names = append(names, name)
+		floors[stripe] = max(floors[stripe], token)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
+	}
+	if len(names) == 0 {
+		return 0, tx.Commit()
+	}
+	// Placeholders only: names are never spliced into the SQL.
+	fenceArgs := make([]any, 0, 2*len(floors))
+	for stripe, token := range floors {
+		fenceArgs = append(fenceArgs, stripe, token)
+	}
+	fenceSQL := `INSERT INTO ` + fencesTable + ` (stripe, token) VALUES ` +
+		strings.TrimSuffix(strings.Repeat("(?, ?), ", len(floors)), ", ") +
+		` ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))`
+	if _, err := tx.ExecContext(ctx, fenceSQL, fenceArgs...); err != nil {
+		return 0, err
+	}
+	deleteSQL := `DELETE FROM ` + locksTable + ` WHERE name IN (` +
+		strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + `)`
+	if _, err := tx.ExecContext(ctx, deleteSQL, names...); err != nil {
+		return 0, err
+	}
+	return len(names), tx.Commit()
+}
+
+func (mysqlStore) wantWake(context.Context, string) (bool, time.Duration, error) {
+	return false, 0, nil
+}
+
+func (mysqlStore) notifies() bool { return false }
+
+// ignoreDone drops the error of rolling back a transaction that already
+// ended (a failed commit, a canceled context).
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}

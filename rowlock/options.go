@@ -1,0 +1,91 @@
+package rowlock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// Defaults of the Locker options.
+const (
+	// DefaultMinPollInterval is the first pause of a MySQL waiter between
+	// tries; it doubles up to the maximum after each failed try.
+	DefaultMinPollInterval = 5 * time.Millisecond
+	// DefaultMaxPollInterval caps the pause between tries of a waiter that
+	// is notified of releases (PostgreSQL with LISTEN): it polls only for
+	// leases that lapse without a release.
+	DefaultMaxPollInterval = time.Second
+	// DefaultMaxPollIntervalPolling caps the pause of a waiter that must
+	// poll for releases (MySQL, or LISTEN off): a handoff to another
+	// process takes about half of it. Only the first waiter of a name in
+	// each Locker polls, with one primary-key read while the lease has time
+	// left, so this costs about 100 cheap reads a second per waiting
+	// Locker, whatever the number of waiters.
+	DefaultMaxPollIntervalPolling = 10 * time.Millisecond
+	// DefaultListenerIdle is how long the PostgreSQL listening connection
+	// is kept after its last waiter left.
+	DefaultListenerIdle = 30 * time.Second
+)
+
+// Option configures a Locker.
+type Option func(*config)
+
+type config struct {
+	dialect      dblock.Dialect
+	logger       *slog.Logger
+	minPoll      time.Duration
+	maxPoll      time.Duration
+	listenerIdle time.Duration
+	listen       bool
+	waiterTTL    time.Duration
+}
+
+// WithDialect sets the SQL dialect. Default: detected from the driver
+// (pgx, lib/pq: Postgres; go-sql-driver/mysql: MySQL).
+func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect = d } }
+
+// WithLogger sets where background work (renewals, the listener) logs.
+// Default: nowhere.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithPollInterval sets the range of pauses between a waiter's tries.
+// Default DefaultMinPollInterval to DefaultMaxPollInterval when releases are
+// notified (PostgreSQL with LISTEN), DefaultMaxPollIntervalPolling otherwise.
+func WithPollInterval(minimum, maximum time.Duration) Option {
+	return func(c *config) { c.minPoll, c.maxPoll = minimum, maximum }
+}
+
+// WithListen turns PostgreSQL LISTEN/NOTIFY wake-ups on or off. Default on
+// with the pgx driver (it needs pgx's WaitForNotification); waiters poll
+// when off.
+func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
+
+// WithListenerIdle sets how long the listening connection outlives its last
+// waiter. Default DefaultListenerIdle.
+func WithListenerIdle(d time.Duration) Option { return func(c *config) { c.listenerIdle = d } }
+
+// WithWaiterTTL sets how long a fair waiter stays queued without a
+// heartbeat: a waiter whose process died holds up the queue this long.
+// Default queue.DefaultWaiterTTL.
+func WithWaiterTTL(d time.Duration) Option { return func(c *config) { c.waiterTTL = d } }
+
+// DefaultIdleRecheck is how often a waiter that is not the first of its name
+// in its Locker checks the lock on its own; the first one polls and is woken
+// by releases, and wakes the next when it leaves.
+const DefaultIdleRecheck = 30 * time.Second
+
+func (c *config) validate() error {
+	switch {
+	case !c.dialect.Valid():
+		return fmt.Errorf("rowlock: %w: %q", dblock.ErrUnknownDialect, c.dialect)
+	case c.minPoll <= 0 || c.maxPoll < c.minPoll:
+		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithPollInterval", Reason: "need 0 < min <= max"})
+	case c.listenerIdle < 0:
+		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithListenerIdle", Reason: "must not be negative"})
+	case c.logger == nil:
+		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// releaseChannel is the PostgreSQL NOTIFY channel on which releases are
+// announced; the payload is the lock name.
+const releaseChannel = "dblock_released"
+
+type postgresStore struct{ db *sql.DB }
+
+// pgTake takes over the name's row if its lease has lapsed (a released row
+// has lapsed) or re-enters it for the same owner. The token grows by one on a
+// takeover, under the row lock the UPDATE holds, so it is drawn only once the
+// row is ours. When the row is held by someone else, the second branch says
+// how long its lease has left; no row at all means the name is fresh.
+//
+// A lapsed lock with live fair waiters goes only to the oldest of them:
+// $7 is the caller's waiter id, or the largest bigint when not queued.
+//
+// Parameters: $1 name, $2 owner_host, $3 owner_id, $4 note, $5 ttl µs,
+// $6 min hold µs, $7 waiter id.
+const pgTake = `
+WITH taken AS (
+    UPDATE ` + locksTable + ` AS l SET
+        token          = CASE WHEN l.expires_at <= clock_timestamp() THEN l.token + 1 ELSE l.token END,
+        hold_count     = CASE WHEN l.expires_at <= clock_timestamp() THEN 1 ELSE l.hold_count + 1 END,
+        note           = CASE WHEN l.expires_at <= clock_timestamp() THEN $4 ELSE l.note END,
+        acquired_at    = CASE WHEN l.expires_at <= clock_timestamp() THEN clock_timestamp() ELSE l.acquired_at END,
+        min_hold_until = CASE WHEN l.expires_at <= clock_timestamp()
+                              THEN clock_timestamp() + $6::bigint * interval '1 microsecond' ELSE l.min_hold_until END,
+        wanted         = CASE WHEN l.expires_at <= clock_timestamp() THEN false ELSE l.wanted END,
+        owner_host     = $2,
+        owner_id       = $3,
+        expires_at     = GREATEST(clock_timestamp() + $5::bigint * interval '1 microsecond',
+                              CASE WHEN l.expires_at > clock_timestamp() THEN l.expires_at END)
+    WHERE l.name = $1
+      AND ((l.expires_at <= clock_timestamp() AND NOT EXISTS (
+                SELECT 1 FROM ` + waitersTable + ` w
+                WHERE w.name = $1 AND w.id < $7 AND w.expires_at > clock_timestamp()))
+           OR (l.hold_count > 0 AND l.owner_host = $2 AND l.owner_id = $3))
+    RETURNING l.token
+)
+SELECT true, token, 0::bigint FROM taken
+UNION ALL
+SELECT false, 0::bigint, GREATEST(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint)
+FROM ` + locksTable + `
+WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`
+
+// pgInsert creates the row of a fresh name. Its token comes from the name's
+// stripe counter, incremented in the same statement while its row lock is
+// held, so two fresh inserts of one name (the name reaped in between) are
+// ordered by token. Nothing is written when a row exists.
+//
+// Parameters: $1 name, $2 stripe, $3 owner_host, $4 owner_id, $5 note,
+// $6 ttl µs, $7 min hold µs, $8 waiter id.
+const pgInsert = `
+WITH fence AS (
+    INSERT INTO ` + fencesTable + ` AS f (stripe, token)
+    SELECT $2::integer, 1
+    WHERE NOT EXISTS (SELECT 1 FROM ` + locksTable + ` WHERE name = $1)
+      AND NOT EXISTS (SELECT 1 FROM ` + waitersTable + ` w
+                      WHERE w.name = $1 AND w.id < $8 AND w.expires_at > clock_timestamp())
+    ON CONFLICT (stripe) DO UPDATE SET token = f.token + 1
+    RETURNING f.token
+)
+INSERT INTO ` + locksTable + `
+    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
+SELECT $1, $2::integer, fence.token, $3, $4, 1, $5, clock_timestamp(),
+    clock_timestamp() + $7::bigint * interval '1 microsecond',
+    clock_timestamp() + $6::bigint * interval '1 microsecond'
+FROM fence
+ON CONFLICT (name) DO NOTHING
+RETURNING token`
+
+func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
+	var out outcome
+	var remainingMicros int64
+	err := s.db.QueryRowContext(ctx, pgTake, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID()).
+		Scan(&out.acquired, &out.token, &remainingMicros)
+	switch {
+	case err == nil && (out.acquired || remainingMicros > 0):
+		out.remaining = time.Duration(remainingMicros) * time.Microsecond
+		return out, nil
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return outcome{}, err
+	}
+	// No row, or a row with no lease left that we could not take: it was
+	// being deleted by a sweep (the UPDATE waited for it, then found it gone,
+	// while the second branch still saw it in the statement's snapshot) or
+	// older fair waiters are queued. The insert looks again with a fresh
+	// snapshot and writes nothing in the second case.
+	// No row: a fresh name. Losing the insert race means someone else has
+	// just taken it.
+	err = s.db.QueryRowContext(ctx, pgInsert,
+		a.name, stripeOf(a.name), a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID()).Scan(&out.token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return outcome{}, nil
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	out.acquired = true
+	return out, nil
+}
+
+const (
+	// pgRelease drops one hold. The last one frees the row (expires_at =
+	// now), or, with MinHold pending, leaves it to lapse at min_hold_until.
+	// A freed lock is announced to the listeners of other processes when a
+	// waiter asked for it (pgWant): NOTIFY serializes committing
+	// transactions, so an uncontended release does without.
+	pgRelease = `
+WITH released AS (
+    UPDATE ` + locksTable + `
+    SET hold_count = hold_count - 1,
+        expires_at = CASE WHEN hold_count = 1 THEN GREATEST(min_hold_until, clock_timestamp()) ELSE expires_at END
+    WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4 AND hold_count > 0
+    RETURNING name, wanted AND hold_count = 0 AND expires_at <= clock_timestamp() AS announce
+)
+SELECT CASE WHEN announce THEN pg_notify('` + releaseChannel + `', name) END FROM released`
+
+	// pgWant asks the holder's release for a NOTIFY. It succeeds only while
+	// the lock is held; the row lock it takes orders it before that release.
+	pgWant = `
+UPDATE ` + locksTable + ` SET wanted = true
+WHERE name = $1 AND expires_at > clock_timestamp()
+RETURNING GREATEST(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint)`
+
+	pgRenew = `
+UPDATE ` + locksTable + `
+SET expires_at = clock_timestamp() + $5::bigint * interval '1 microsecond'
+WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4 AND hold_count > 0
+  AND expires_at > clock_timestamp()`
+
+	pgCheckHeld = `
+SELECT 1 FROM ` + locksTable + `
+WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4
+  AND hold_count > 0 AND expires_at > clock_timestamp()
+FOR SHARE`
+
+	// pgSweep deletes up to $2 rows whose lease lapsed more than $1 µs ago
+	// and, in the same statement, raises their stripes' counters to their
+	// tokens. Rows locked by an acquirer taking them over are skipped.
+	pgSweep = `
+WITH doomed AS (
+    SELECT name FROM ` + locksTable + `
+    WHERE expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'
+    ORDER BY expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM ` + locksTable + ` AS l USING doomed
+    WHERE l.name = doomed.name
+    RETURNING l.stripe, l.token
+), fenced AS (
+    INSERT INTO ` + fencesTable + ` AS f (stripe, token)
+    SELECT stripe, max(token) FROM deleted GROUP BY stripe
+    ON CONFLICT (stripe) DO UPDATE SET token = GREATEST(f.token, EXCLUDED.token)
+)
+SELECT count(*) FROM deleted`
+)
+
+func (s postgresStore) release(ctx context.Context, h holder) (bool, error) {
+	rows, err := s.db.QueryContext(ctx, pgRelease, h.name, h.host, h.ownerID, h.token)
+	if err != nil {
+		return false, err
+	}
+	released := rows.Next()
+	return released, errors.Join(rows.Err(), rows.Close())
+}
+
+func (s postgresStore) renew(ctx context.Context, h holder, ttl time.Duration) (bool, error) {
+	return execOne(ctx, s.db, pgRenew, h.name, h.host, h.ownerID, h.token, micros(ttl))
+}
+
+func (s postgresStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (bool, error) {
+	return queryOne(ctx, tx, pgCheckHeld, h.name, h.host, h.ownerID, h.token)
+}
+
+func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, pgSweep, micros(grace), limit).Scan(&n)
+	return n, err
+}
+
+func (s postgresStore) wantWake(ctx context.Context, name string) (bool, time.Duration, error) {
+	var us int64
+	err := s.db.QueryRowContext(ctx, pgWant, name).Scan(&us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, 0, nil
+	}
+	return err == nil, time.Duration(us) * time.Microsecond, err
+}
+
+func (postgresStore) notifies() bool { return true }
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// execOne runs a statement that changes at most one row and reports whether
+// it did.
+func execOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
+	res, err := db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// queryOne runs a query that returns at most one row and reports whether it
+// did.
+func queryOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
+	var one int
+	err := db.QueryRowContext(ctx, query, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -1,0 +1,113 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"hash/fnv"
+	"math"
+	"time"
+
+	"github.com/sqllock/sqllock/queue"
+)
+
+// The tables created by package migrations.
+const (
+	locksTable   = "dblock_locks"
+	fencesTable  = "dblock_fences"
+	waitersTable = queue.Table
+)
+
+// fenceStripes is the number of token counters. It is part of the on-disk
+// format: every process must map a name to the same stripe, so it never
+// changes.
+const fenceStripes = 1024
+
+// stripeOf maps a name to its token counter (FNV-1a 64, mod fenceStripes).
+// A lock row carries its token from holder to holder (+1 at each takeover);
+// the counter matters only when a name has no row: it is at least every
+// token of every deleted row of its stripe, so a fresh row starts above
+// them. Names share counters, which keeps the fence table bounded.
+func stripeOf(name string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return int64(h.Sum64() % fenceStripes)
+}
+
+// holder identifies one hold in the lock table: every statement that renews,
+// releases or checks a lock is conditioned on all four, so nobody else can
+// touch a lock they do not hold.
+type holder struct {
+	name    string
+	host    string
+	ownerID string
+	token   int64
+}
+
+// attempt is one try to take a lock.
+type attempt struct {
+	name    string
+	host    string
+	ownerID string
+	note    string
+	ttl     time.Duration
+	minHold time.Duration
+	// waiterID is the caller's row in the fair queue, 0 when not queued.
+	waiterID int64
+	// polling marks a waiter's repeated try on a dialect without release
+	// notifications: a plain read first, and the try only when the lease
+	// looks lapsed, keeps frequent polls cheap.
+	polling bool
+}
+
+// queueID is the id a try compares with the queue: a lapsed lock goes only
+// to a contender with no live waiter older than it. Unqueued contenders
+// compare as the youngest, so they never pass a live queue.
+func (a attempt) queueID() int64 {
+	if a.waiterID == 0 {
+		return math.MaxInt64
+	}
+	return a.waiterID
+}
+
+// outcome is what a try found.
+type outcome struct {
+	acquired bool
+	token    int64
+	// remaining is, when not acquired, how long the current holder's lease
+	// has left by the database clock (0 when unknown): a waiter need not
+	// poll before then unless it is woken.
+	remaining time.Duration
+}
+
+// store is the SQL of one dialect. Implementations are in postgres.go and
+// mysql.go; each method is one statement or one short transaction.
+type store interface {
+	// tryAcquire takes over the name's row if its lease has lapsed,
+	// re-enters it for the same owner, or inserts it for a fresh name.
+	tryAcquire(ctx context.Context, a attempt) (outcome, error)
+	// release drops one hold; the last one frees the row (it stays, with
+	// its token), or with MinHold pending leaves it to lapse at
+	// acquired_at+MinHold. ok is false when the row is not held by h.
+	release(ctx context.Context, h holder) (ok bool, err error)
+	// renew pushes the lease to now+ttl by the database clock. ok is false
+	// when the row is no longer held by h, or its lease has lapsed: a lapsed
+	// lease is never revived, so a renewal that reaches the server late
+	// (MySQL keeps running a statement whose client gave up while it waits
+	// for a row lock) cannot extend a lock its holder has declared lost.
+	renew(ctx context.Context, h holder, ttl time.Duration) (ok bool, err error)
+	// checkHeld locks h's row in shared mode inside tx if h still holds it
+	// unexpired.
+	checkHeld(ctx context.Context, tx *sql.Tx, h holder) (ok bool, err error)
+	// sweep deletes up to limit rows whose lease lapsed more than grace
+	// ago, raising their stripes' counters to their tokens first.
+	sweep(ctx context.Context, grace time.Duration, limit int) (int, error)
+	// wantWake asks that the release of name, held now, be announced to
+	// other processes. armed is false when the lock is not held (free, or
+	// lapsed and kept for fair waiters): there will be no announcement.
+	wantWake(ctx context.Context, name string) (armed bool, remaining time.Duration, err error)
+	// notifies reports whether releases are announced to other processes
+	// (PostgreSQL NOTIFY).
+	notifies() bool
+}
+
+func micros(d time.Duration) int64 { return d.Microseconds() }
