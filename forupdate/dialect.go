@@ -1,0 +1,141 @@
+package forupdate
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"time"
+)
+
+// dialect is the SQL and driver knowledge of one database family.
+// Implementations are in postgres.go and mysql.go.
+type dialect interface {
+	// openSession prepares the holding connection before its transaction
+	// begins, so that the server ends the session of a holder that falls
+	// silent for ttl. closeSession undoes it before the connection returns
+	// to the pool.
+	openSession(ctx context.Context, conn *sql.Conn, ttl time.Duration) error
+	closeSession(ctx context.Context, conn *sql.Conn) error
+	// txOptions are the options of the lock's transaction.
+	txOptions() *sql.TxOptions
+	// lock locks the row of c.name in c.tx, waiting in the database when
+	// c.wait is set and failing at once (a lock-not-available error)
+	// otherwise, then draws the token from a counter that no rollback
+	// undoes: drawn after the row lock is won, it is larger than the token
+	// of every earlier holder, including holders whose transactions rolled
+	// back. found is false when the row does not exist. interrupted reports
+	// that ctx ended while the statement ran.
+	lock(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error)
+	// create inserts the row of name unless it exists, outside any
+	// transaction, without waiting for row locks where it can and without
+	// raising (and logging) duplicate-key errors.
+	create(ctx context.Context, conn *sql.Conn, name string) error
+	// ping checks the holding connection through its driver connection,
+	// which database/sql keeps locked for the duration: no statement of the
+	// lock's user runs meanwhile.
+	ping(ctx context.Context, driverConn any) (pingOutcome, error)
+	// rolledBack tells whether a Commit error means the database rolled
+	// the transaction back.
+	rolledBack(commitErr error) bool
+}
+
+// lockCall is one attempt to lock a row.
+type lockCall struct {
+	conn *sql.Conn
+	tx   *sql.Tx
+	name string
+	ttl  time.Duration
+	wait bool
+}
+
+// pingOutcome is what a ping found besides errors.
+type pingOutcome int
+
+const (
+	// pingAlive: the server answered.
+	pingAlive pingOutcome = iota
+	// pingBusy: a result set of the lock's user is open on the connection;
+	// a ping now would interleave with it, so none was sent.
+	pingBusy
+	// pingTxEnded: the lock's transaction was committed or rolled back by
+	// someone else than Release (through Tx): the row lock is gone.
+	pingTxEnded
+	// pingTxAborted: a statement failed in the transaction and the database
+	// aborted all of it, not just a savepoint (PostgreSQL), which released
+	// the row lock at once.
+	pingTxAborted
+)
+
+// Bounds of the work done after the caller's context ended.
+const (
+	// interruptTimeout bounds one attempt to tell the server to stop a
+	// waiting statement (a cancel request, KILL QUERY).
+	interruptTimeout = 2 * time.Second
+	// interruptGrace is how long the waiting statement may take to return
+	// after the context ended, before the connection is cut.
+	interruptGrace = 2 * time.Second
+	// interruptRetry is the pause between attempts: an attempt made before
+	// the statement reached the server finds nothing to stop.
+	interruptRetry = 20 * time.Millisecond
+)
+
+// runInterruptible runs a statement that may wait in the database (for a
+// row lock) so that ending ctx stops the wait on the server too, not only
+// in the client: the driver would otherwise close the connection and leave
+// the server waiting for the lock on behalf of nobody. interrupt asks the
+// server to stop the statement if it runs (nil when the driver does so
+// itself); it is repeated until the statement returns. If an attempt fails,
+// or the statement does not return within interruptGrace, the statement's
+// context is canceled and the driver cuts the connection. interrupted
+// reports whether ctx ended while the statement ran.
+func runInterruptible(ctx context.Context, interrupt func(context.Context) error, run func(context.Context) error) (interrupted bool, err error) {
+	if interrupt == nil || ctx.Done() == nil {
+		err = run(ctx)
+		return ctx.Err() != nil, err
+	}
+	stmtCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	returned := make(chan struct{})
+	finished := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(finished)
+		grace := time.NewTimer(interruptGrace)
+		defer grace.Stop()
+		retry := time.NewTimer(0)
+		defer retry.Stop()
+		for {
+			select {
+			case <-returned:
+				return
+			case <-grace.C:
+				hardStop()
+				return
+			case <-retry.C:
+			}
+			ictx, cancel := context.WithTimeout(stmtCtx, interruptTimeout)
+			ierr := interrupt(ictx)
+			cancel()
+			if ierr != nil {
+				hardStop()
+				return
+			}
+			retry.Reset(interruptRetry)
+		}
+	})
+	err = run(stmtCtx)
+	close(returned)
+	if !stop() {
+		// The interrupt ran (or runs): wait for it, so that nothing it does
+		// reaches the server after this function returns.
+		<-finished
+		return true, err
+	}
+	return false, err
+}
+
+// discard makes database/sql close conn's driver connection instead of
+// returning it to the pool: used when its session state is uncertain.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}

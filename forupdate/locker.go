@@ -1,0 +1,192 @@
+package forupdate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// Locker takes locks that are row locks held by open transactions. It is
+// safe for concurrent use; create one per *sql.DB and share it: reentrancy
+// works within one Locker.
+type Locker struct {
+	db  *sql.DB
+	cfg config
+	d   dialect
+
+	mu sync.Mutex
+	// holds are the locks held through this Locker, by name and owner.
+	holds map[holdKey]*hold
+	// pending are the acquisitions under way, so that a second Acquire by
+	// the same owner waits for the first and re-enters instead of waiting
+	// in the database for a lock its own owner is about to hold.
+	pending map[holdKey]chan struct{}
+}
+
+type holdKey struct {
+	name  string
+	owner dblock.Owner
+}
+
+var _ dblock.Locker = (*Locker)(nil)
+
+// New returns a Locker over db, whose table (DefaultTable) must have been
+// created with migrations.Up. It does no I/O and never closes db.
+func New(db *sql.DB, opts ...Option) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("forupdate: %w: nil *sql.DB", dblock.ErrInvalidDB)
+	}
+	cfg := config{
+		table:       DefaultTable,
+		logger:      slog.New(slog.DiscardHandler),
+		connTimeout: DefaultConnTimeout,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
+		}
+		opt(&cfg)
+	}
+	d, err := dblock.ResolveDialect(db, cfg.dialect)
+	if err != nil {
+		return nil, fmt.Errorf("forupdate: %w", err)
+	}
+	cfg.dialect = d
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	l := &Locker{db: db, cfg: cfg, holds: make(map[holdKey]*hold), pending: make(map[holdKey]chan struct{})}
+	switch cfg.dialect {
+	case dblock.Postgres:
+		l.d = newPostgres(db, cfg.table, cfg.table+CounterSuffix)
+	case dblock.MySQL:
+		l.d = newMySQL(db, cfg.table, cfg.table+CounterSuffix)
+	}
+	return l, nil
+}
+
+// Dialect is the SQL dialect the Locker speaks.
+func (l *Locker) Dialect() dblock.Dialect { return l.cfg.dialect }
+
+// Acquire waits in the database until name is locked for the owner in ctx
+// (a fresh one if ctx carries none), or re-enters at once if that owner
+// holds it already through this Locker. Ending ctx stops the wait on the
+// server too and leaves no transaction behind; the error then joins
+// dblock.ErrNotAcquired and ctx.Err(). The returned dblock.Lock is a *Lock.
+//
+// Options: dblock.TTL sets how long the server keeps the session of a
+// holder that falls silent (see the package doc); dblock.Note is ignored;
+// dblock.Fair and a positive dblock.MinHold are refused with
+// dblock.ErrInvalidOption.
+//
+// Errors: dblock.ErrInvalidName, dblock.ErrInvalidOption, ErrNoConnection,
+// dblock.ErrSchemaMissing, dblock.ErrInvalidDB, or a driver error.
+func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	return l.acquire(ctx, name, opts, true)
+}
+
+// TryAcquire takes name if no one else holds it (SELECT ... FOR UPDATE
+// NOWAIT), or re-enters it if the owner in ctx holds it through this
+// Locker; otherwise it returns dblock.ErrNotAcquired at once. Options and
+// errors as Acquire.
+func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	return l.acquire(ctx, name, opts, false)
+}
+
+func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (dblock.Lock, error) {
+	o, owner, err := prepare(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	key := holdKey{name: name, owner: owner}
+	for {
+		l.mu.Lock()
+		if h := l.holds[key]; h != nil {
+			if k := h.enter(ctx); k != nil {
+				l.mu.Unlock()
+				return k, nil
+			}
+		}
+		if busy, ok := l.pending[key]; ok {
+			l.mu.Unlock()
+			if !wait {
+				return nil, dblock.ErrNotAcquired
+			}
+			select {
+			case <-busy:
+				continue
+			case <-ctx.Done():
+				return nil, errors.Join(dblock.ErrNotAcquired, ctx.Err())
+			}
+		}
+		done := make(chan struct{})
+		l.pending[key] = done
+		l.mu.Unlock()
+
+		h, err := l.take(ctx, key, o, wait)
+
+		l.mu.Lock()
+		delete(l.pending, key)
+		close(done)
+		var k *Lock
+		if err == nil {
+			if k = h.enter(ctx); k != nil {
+				l.holds[key] = h
+			}
+		}
+		l.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if k == nil {
+			// Lost before its first handle existed (the first ping failed).
+			h.mu.Lock()
+			h.closing = true
+			lost := h.lost
+			h.mu.Unlock()
+			_ = h.finish(ctx, false)
+			return nil, lost
+		}
+		return k, nil
+	}
+}
+
+// forget drops h from the registry, unless a newer hold replaced it.
+// Called with l.mu held.
+func (l *Locker) forget(h *hold) {
+	if l.holds[h.key] == h {
+		delete(l.holds, h.key)
+	}
+}
+
+func prepare(ctx context.Context, name string, opts []dblock.Option) (dblock.Options, dblock.Owner, error) {
+	if ctx == nil {
+		return dblock.Options{}, dblock.Owner{}, &dblock.OptionError{Option: "ctx", Reason: "nil context"}
+	}
+	if err := dblock.ValidateName(name); err != nil {
+		return dblock.Options{}, dblock.Owner{}, err
+	}
+	o, err := dblock.ResolveOptions(opts...)
+	if err != nil {
+		return dblock.Options{}, dblock.Owner{}, err
+	}
+	switch {
+	case o.Fair:
+		return dblock.Options{}, dblock.Owner{}, &dblock.OptionError{Option: "Fair", Reason: "not supported by forupdate: the database decides the order of waiters"}
+	case o.MinHold > 0:
+		return dblock.Options{}, dblock.Owner{}, &dblock.OptionError{Option: "MinHold", Reason: "not supported by forupdate: the lock ends with its transaction"}
+	}
+	owner, err := dblock.OwnerFor(ctx)
+	if err != nil {
+		return dblock.Options{}, dblock.Owner{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return dblock.Options{}, dblock.Owner{}, errors.Join(dblock.ErrNotAcquired, err)
+	}
+	return o, owner, nil
+}

@@ -1,0 +1,69 @@
+package forupdate
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// Defaults of the Locker options.
+const (
+	// DefaultTable is the table of lock rows, created by package migrations.
+	DefaultTable = "dblock_forupdate"
+	// CounterSuffix names the token counter after the table: a sequence on
+	// PostgreSQL, a table on MySQL (dblock_forupdate_tokens by default).
+	CounterSuffix = "_tokens"
+	// DefaultConnTimeout bounds how long Acquire and TryAcquire wait for a
+	// connection from the *sql.DB pool before failing with ErrNoConnection.
+	DefaultConnTimeout = 5 * time.Second
+)
+
+// Option configures a Locker.
+type Option func(*config)
+
+type config struct {
+	dialect     dblock.Dialect
+	table       string
+	logger      *slog.Logger
+	connTimeout time.Duration
+}
+
+// WithDialect sets the SQL dialect. Default: detected from the driver
+// (pgx, lib/pq: Postgres; go-sql-driver/mysql: MySQL).
+func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect = d } }
+
+// WithTable sets the table of lock rows: a plain identifier (letters, digits
+// and underscores, not starting with a digit, at most 56 bytes so that the
+// counter's name, the table's plus CounterSuffix, fits in 63), never
+// quoted. Default DefaultTable.
+func WithTable(name string) Option { return func(c *config) { c.table = name } }
+
+// WithLogger sets where the liveness pings log a lost lock. Default: nowhere.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithConnTimeout bounds the wait for a pool connection; a Locker holds one
+// connection per held (or awaited) lock, so an exhausted pool would
+// otherwise block Acquire until a lock is released, or forever when the
+// holders wait for something the blocked goroutine would do. Default
+// DefaultConnTimeout.
+func WithConnTimeout(d time.Duration) Option { return func(c *config) { c.connTimeout = d } }
+
+// identifier leaves room for CounterSuffix within PostgreSQL's 63 bytes.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,55}$`)
+
+func (c *config) validate() error {
+	switch {
+	case !c.dialect.Valid():
+		return fmt.Errorf("forupdate: %w: %q", dblock.ErrUnknownDialect, c.dialect)
+	case !identifier.MatchString(c.table):
+		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithTable", Reason: fmt.Sprintf("%q is not a plain SQL identifier", c.table)})
+	case c.logger == nil:
+		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
+	case c.connTimeout <= 0:
+		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithConnTimeout", Reason: "must be positive, got " + c.connTimeout.String()})
+	}
+	return nil
+}
