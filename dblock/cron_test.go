@@ -1,0 +1,407 @@
+package dblock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/migrations"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+// newTestLocker returns a rowlock Locker on db, closed when the test ends.
+func newTestLocker(t testing.TB, db *sql.DB) *rowlock.Locker {
+	t.Helper()
+	l, err := rowlock.New(db)
+	if err != nil {
+		t.Fatalf("rowlock.New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// offsetSchedule fires offset after (or before, when negative) the inner
+// schedule: a replica whose scheduler runs late or early.
+type offsetSchedule struct {
+	inner  cron.Schedule
+	offset time.Duration
+}
+
+func (s offsetSchedule) Next(t time.Time) time.Time {
+	return s.inner.Next(t.Add(-s.offset)).Add(s.offset)
+}
+
+// TestCronGuardThreeReplicasRunEachTickOnce runs three robfig/cron
+// schedulers, each with its own Locker, firing the same every-second job with
+// offsets of 0, +300 ms and -300 ms. Every tick any of them fired must have
+// run exactly once.
+func TestCronGuardThreeReplicasRunEachTickOnce(t *testing.T) {
+	duration := 10 * time.Second
+	if testing.Short() {
+		duration = 3 * time.Second
+	}
+	offsets := []time.Duration{0, 300 * time.Millisecond, -300 * time.Millisecond}
+	every, err := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse("* * * * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			name := testdb.Name(t)
+			var (
+				mu       sync.Mutex
+				fired    = map[time.Time]int{} // tick -> replicas that fired it
+				ran      = map[time.Time]int{} // tick -> runs of the job
+				problems []string
+			)
+			report := func(format string, args ...any) {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf(format, args...))
+				mu.Unlock()
+			}
+			var crons []*cron.Cron
+			for _, offset := range offsets {
+				// The tick as the replica's schedule meant it, independent of
+				// the guard's own attribution.
+				scheduledTick := func() time.Time { return time.Now().Add(-offset).Round(time.Second).UTC() }
+				recordFire := func(j cron.Job) cron.Job {
+					return cron.FuncJob(func() {
+						tick := scheduledTick()
+						mu.Lock()
+						fired[tick]++
+						mu.Unlock()
+						j.Run()
+					})
+				}
+				job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+					tick := scheduledTick()
+					if guardTick, ok := dblock.CronTick(ctx); !ok || !guardTick.Equal(tick) {
+						report("replica %v: guard attributed the run to %v (ok %v), scheduled tick %v", offset, guardTick, ok, tick)
+					}
+					if ctx.Err() != nil {
+						report("replica %v: job context already done: %v", offset, context.Cause(ctx))
+					}
+					mu.Lock()
+					ran[tick]++
+					mu.Unlock()
+				}))
+				c := cron.New(cron.WithSeconds())
+				c.Schedule(offsetSchedule{inner: every, offset: offset},
+					cron.NewChain(recordFire, dblock.CronGuard(newTestLocker(t, tg.DB), name)).Then(job))
+				crons = append(crons, c)
+			}
+			for _, c := range crons {
+				c.Start()
+			}
+			time.Sleep(duration)
+			var stopped []context.Context
+			for _, c := range crons {
+				stopped = append(stopped, c.Stop())
+			}
+			for _, done := range stopped {
+				<-done.Done() // running jobs have finished
+			}
+
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range problems {
+				t.Error(p)
+			}
+			contended := 0
+			for tick, n := range fired {
+				if ran[tick] != 1 {
+					t.Errorf("tick %v fired by %d replicas ran %d times, want exactly once", tick.Format(time.TimeOnly), n, ran[tick])
+				}
+				if n == len(offsets) {
+					contended++
+				}
+			}
+			for tick, n := range ran {
+				if fired[tick] == 0 {
+					t.Errorf("tick %v ran %d times but no replica fired it", tick.Format(time.TimeOnly), n)
+				}
+			}
+			// The edges may see fewer replicas; the middle must see all three.
+			if want := int(duration/time.Second) - 3; contended < want {
+				t.Errorf("only %d ticks were fired by all %d replicas, want at least %d (of %d ticks)", contended, len(offsets), want, len(fired))
+			}
+		})
+	}
+}
+
+// TestCronGuardSkipsTakenTick: a second replica firing the same tick after
+// the first finished skips it (MinHold), and a held single name skips too.
+func TestCronGuardSkipsTakenTick(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			name := testdb.Name(t)
+			var runs atomic.Int32
+			var ticks []time.Time
+			job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+				runs.Add(1)
+				tick, ok := dblock.CronTick(ctx)
+				if !ok {
+					t.Error("CronTick missing in a per-tick run")
+				}
+				ticks = append(ticks, tick)
+			}))
+			// A minute tick: both runs below fall in the same one unless
+			// they straddle a half-minute, which the loop retries.
+			opts := []dblock.GuardOption{dblock.GuardTick(time.Minute)}
+			for attempt := 0; ; attempt++ {
+				runs.Store(0)
+				ticks = nil
+				before := time.Now().Round(time.Minute)
+				dblock.CronGuard(newTestLocker(t, tg.DB), name, opts...)(job).Run()
+				dblock.CronGuard(newTestLocker(t, tg.DB), name, opts...)(job).Run()
+				if time.Now().Round(time.Minute).Equal(before) {
+					if !ticks[0].Equal(before.UTC()) {
+						t.Errorf("CronTick = %v, want %v", ticks[0], before.UTC())
+					}
+					break
+				}
+				if attempt == 3 {
+					t.Fatal("could not run twice within one tick")
+				}
+				name = testdb.Name(t)
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("two replicas firing one tick ran the job %d times, want 1", n)
+			}
+
+			// Single-name mode: skipped while someone holds the name.
+			single := testdb.Name(t)
+			holder, err := newTestLocker(t, tg.DB).TryAcquire(t.Context(), single)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plainRuns atomic.Int32
+			plain := cron.FuncJob(func() { plainRuns.Add(1) })
+			guarded := dblock.CronGuard(newTestLocker(t, tg.DB), single, dblock.GuardTick(0), dblock.GuardMinHold(0))(plain)
+			guarded.Run()
+			if n := plainRuns.Load(); n != 0 {
+				t.Fatalf("ran %d times while the lock was held elsewhere", n)
+			}
+			if err := holder.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			guarded.Run()
+			guarded.Run() // MinHold 0: released at once, so this runs too
+			if n := plainRuns.Load(); n != 2 {
+				t.Fatalf("ran %d times after the lock was freed, want 2", n)
+			}
+		})
+	}
+}
+
+// TestCronGuardWaitSerializes: with GuardWait every replica runs, one at a
+// time.
+func TestCronGuardWaitSerializes(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			name := testdb.Name(t)
+			var active, maxActive, runs atomic.Int32
+			job := cron.FuncJob(func() {
+				n := active.Add(1)
+				for {
+					m := maxActive.Load()
+					if n <= m || maxActive.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+				active.Add(-1)
+				runs.Add(1)
+			})
+			var wg sync.WaitGroup
+			for range 3 {
+				guarded := dblock.CronGuard(newTestLocker(t, tg.DB), name,
+					dblock.GuardTick(0), dblock.GuardMinHold(0), dblock.GuardWait(20*time.Second))(job)
+				wg.Go(guarded.Run)
+			}
+			wg.Wait()
+			if runs.Load() != 3 || maxActive.Load() != 1 {
+				t.Fatalf("runs %d, most at once %d; want 3 runs one at a time", runs.Load(), maxActive.Load())
+			}
+		})
+	}
+}
+
+// TestCronGuardCancelsJobWhenLockLost cuts the guard's database connections
+// while the job runs: the job's context is canceled with ErrLockLost.
+func TestCronGuardCancelsJobWhenLockLost(t *testing.T) {
+	const ttl = time.Second
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			proxy := testdb.NewProxy(t, tg.HostPort())
+			l := newTestLocker(t, testdb.Open(t, tg, tg.DSNVia(proxy.Addr())))
+			started := make(chan struct{})
+			var cause error
+			job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+				close(started)
+				select {
+				case <-ctx.Done():
+					cause = context.Cause(ctx)
+				case <-time.After(20 * ttl):
+				}
+			}))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				dblock.CronGuard(l, testdb.Name(t), dblock.GuardTTL(ttl))(job).Run()
+			}()
+			select {
+			case <-started:
+			case <-time.After(30 * time.Second):
+				t.Fatal("job never started")
+			}
+			proxy.Cut()
+			<-done
+			if !errors.Is(cause, dblock.ErrLockLost) {
+				t.Fatalf("job context cause = %v, want ErrLockLost", cause)
+			}
+		})
+	}
+}
+
+// TestCronGuardReleasesAfterPanicAndStopsWithContext: a panicking job does
+// not keep the lock, and GuardContext's end cancels a running job.
+func TestCronGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			name := testdb.Name(t)
+			l := newTestLocker(t, tg.DB)
+			panicky := dblock.CronGuard(l, name, dblock.GuardTick(0), dblock.GuardMinHold(0))(cron.FuncJob(func() { panic("boom") }))
+			func() {
+				defer func() {
+					if r := recover(); r != "boom" {
+						t.Fatalf("recovered %v, want the job's panic", r)
+					}
+				}()
+				panicky.Run()
+			}()
+			k, err := newTestLocker(t, tg.DB).TryAcquire(t.Context(), name)
+			if err != nil {
+				t.Fatalf("lock still held after the job panicked: %v", err)
+			}
+			if err := k.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+
+			ctx, cancel := context.WithCancel(t.Context())
+			var cause error
+			job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+				cancel()
+				select {
+				case <-ctx.Done():
+					cause = ctx.Err()
+				case <-time.After(20 * time.Second):
+				}
+			}))
+			dblock.CronGuard(l, name, dblock.GuardContext(ctx))(job).Run()
+			if !errors.Is(cause, context.Canceled) {
+				t.Fatalf("job context after GuardContext ended: %v, want canceled", cause)
+			}
+		})
+	}
+}
+
+func TestCronGuardBadConfig(t *testing.T) {
+	l := newTestLocker(t, testdb.Targets(t)[0].DB)
+	var nilCtx context.Context
+	cases := map[string]struct {
+		l    dblock.Locker
+		name string
+		opts []dblock.GuardOption
+		want error
+	}{
+		"nil locker":     {nil, "x", nil, dblock.ErrInvalidOption},
+		"empty name":     {l, "", nil, dblock.ErrInvalidName},
+		"no room":        {l, strings.Repeat("n", dblock.MaxNameLength-10), nil, dblock.ErrInvalidName},
+		"negative tick":  {l, "x", []dblock.GuardOption{dblock.GuardTick(-1)}, dblock.ErrInvalidOption},
+		"negative wait":  {l, "x", []dblock.GuardOption{dblock.GuardWait(-1)}, dblock.ErrInvalidOption},
+		"negative hold":  {l, "x", []dblock.GuardOption{dblock.GuardMinHold(-1)}, dblock.ErrInvalidOption},
+		"tiny TTL":       {l, "x", []dblock.GuardOption{dblock.GuardTTL(time.Millisecond)}, dblock.ErrInvalidOption},
+		"nil logger":     {l, "x", []dblock.GuardOption{dblock.GuardLogger(nil)}, dblock.ErrInvalidOption},
+		"nil context":    {l, "x", []dblock.GuardOption{dblock.GuardContext(nilCtx)}, dblock.ErrInvalidOption},
+		"nil option":     {l, "x", []dblock.GuardOption{nil}, dblock.ErrInvalidOption},
+		"long name ok 0": {l, strings.Repeat("n", dblock.MaxNameLength), []dblock.GuardOption{dblock.GuardTick(0)}, nil},
+	}
+	for what, c := range cases {
+		_, err := dblock.NewCronGuard(c.l, c.name, c.opts...)
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: NewCronGuard = %v, want %v", what, err, c.want)
+		}
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("CronGuard with a nil Locker did not panic")
+			}
+		}()
+		dblock.CronGuard(nil, "x")
+	}()
+}
+
+// CronGuard makes a robfig/cron job run once per tick across all replicas;
+// the job's context is canceled if the lock is lost.
+func ExampleCronGuard() {
+	ctx := context.Background()
+	db := openExampleDB(ctx)
+	defer db.Close()
+	locker, err := rowlock.New(db)
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	var once sync.Once
+	done := make(chan struct{})
+	report := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+		once.Do(func() {
+			_, ok := dblock.CronTick(ctx)
+			fmt.Println("report for this tick, on one replica:", ok)
+			close(done)
+		})
+	}))
+	c := cron.New(cron.WithSeconds())
+	name := fmt.Sprintf("example/report-%d", time.Now().UnixNano())
+	// The guard is the last wrapper, so the job gets the lock's context.
+	if _, err := c.AddJob("* * * * * *", cron.NewChain(cron.Recover(cron.DefaultLogger), dblock.CronGuard(locker, name)).Then(report)); err != nil {
+		panic(err)
+	}
+	c.Start()
+	<-done
+	<-c.Stop().Done()
+	// Output:
+	// report for this tick, on one replica: true
+}
+
+// openExampleDB opens and migrates the local PostgreSQL (or
+// SQLLOCK_POSTGRES_DSN).
+func openExampleDB(ctx context.Context) *sql.DB {
+	dsn := os.Getenv("SQLLOCK_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://root@127.0.0.1:5432/test"
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		panic(err)
+	}
+	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+		panic(err)
+	}
+	return db
+}

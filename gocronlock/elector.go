@@ -1,0 +1,48 @@
+package gocronlock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-co-op/gocron/v2"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// ErrNotLeader is what Elector.IsLeader returns on replicas that do not lead.
+var ErrNotLeader = errors.New("gocronlock: not the leader")
+
+// Elector implements gocron.Elector with a dblock.Leader: the replica holding
+// the lock leads and runs the jobs.
+type Elector struct {
+	leader *dblock.Leader
+}
+
+var _ gocron.Elector = (*Elector)(nil)
+
+// NewElector returns an Elector campaigning for the lock name with l. Call
+// Run to campaign. Errors as dblock.NewLeader.
+func NewElector(l dblock.Locker, name string, opts ...dblock.LeaderOption) (*Elector, error) {
+	ld, err := dblock.NewLeader(l, name, nil, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Elector{leader: ld}, nil
+}
+
+// Run campaigns and holds the leadership until ctx ends; it returns
+// ctx.Err() then, with the lock released (see dblock.Leader.Run). Run it in
+// a goroutine for as long as the scheduler runs, and wait for it on shutdown.
+func (e *Elector) Run(ctx context.Context) error { return e.leader.Run(ctx) }
+
+// IsLeader returns nil while this replica leads and ErrNotLeader otherwise;
+// gocron skips a run when it returns an error.
+func (e *Elector) IsLeader(context.Context) error {
+	if e.leader.IsLeader() {
+		return nil
+	}
+	return ErrNotLeader
+}
+
+// Leader is the underlying dblock.Leader, for its Lock (fencing token).
+func (e *Elector) Leader() *dblock.Leader { return e.leader }

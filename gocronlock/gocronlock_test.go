@@ -1,0 +1,312 @@
+package gocronlock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/gocronlock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+func TestMain(m *testing.M) {
+	if testdb.IsChild() {
+		os.Exit(m.Run())
+	}
+	goleak.VerifyTestMain(m,
+		// database/sql's connection opener lives as long as a *sql.DB, and
+		// the harness keeps its pools for the whole test binary.
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
+	)
+}
+
+func newRowLocker(t testing.TB, db *sql.DB) *rowlock.Locker {
+	t.Helper()
+	l, err := rowlock.New(db)
+	if err != nil {
+		t.Fatalf("rowlock.New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func newScheduler(t testing.TB, opts ...gocron.SchedulerOption) gocron.Scheduler {
+	t.Helper()
+	s, err := gocron.NewScheduler(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown() })
+	return s
+}
+
+// skewedClock is the real clock read off by skew: a replica whose clock is
+// ahead (or behind) fires its whole-second jobs that much earlier (later).
+type skewedClock struct {
+	clockwork.Clock
+	skew time.Duration
+}
+
+func (c skewedClock) Now() time.Time                  { return time.Now().Add(c.skew) }
+func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// firingLocker records, for each call of Lock, the tick the replica meant.
+type firingLocker struct {
+	gocron.Locker
+	fire func()
+}
+
+func (f firingLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	f.fire()
+	return f.Locker.Lock(ctx, key)
+}
+
+// TestLockerThreeSchedulersRunEachTickOnce: three gocron schedulers, each
+// with its own Locker and a clock skewed by 0, +300 ms or -300 ms, run an
+// every-second cron job; each tick runs exactly once.
+func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
+	const duration = 4 * time.Second
+	skews := []time.Duration{0, 300 * time.Millisecond, -300 * time.Millisecond}
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			job := testdb.Name(t)
+			var mu sync.Mutex
+			fired, ran := map[time.Time]int{}, map[time.Time]int{}
+			var schedulers []gocron.Scheduler
+			for _, skew := range skews {
+				clock := skewedClock{Clock: clockwork.NewRealClock(), skew: skew}
+				// The tick by the replica's own clock, independent of the
+				// Locker's attribution.
+				tick := func() time.Time { return clock.Now().Round(time.Second).UTC() }
+				locker, err := gocronlock.NewLocker(newRowLocker(t, tg.DB))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := newScheduler(t, gocron.WithClock(clock), gocron.WithDistributedLocker(firingLocker{
+					Locker: locker,
+					fire:   func() { mu.Lock(); fired[tick()]++; mu.Unlock() },
+				}))
+				_, err = s.NewJob(gocron.CronJob("* * * * * *", true), gocron.NewTask(func() {
+					mu.Lock()
+					ran[tick()]++
+					mu.Unlock()
+				}), gocron.WithName(job))
+				if err != nil {
+					t.Fatal(err)
+				}
+				schedulers = append(schedulers, s)
+			}
+			for _, s := range schedulers {
+				s.Start()
+			}
+			time.Sleep(duration)
+			for _, s := range schedulers {
+				if err := s.Shutdown(); err != nil { // waits for running jobs
+					t.Fatal(err)
+				}
+			}
+
+			mu.Lock()
+			defer mu.Unlock()
+			contended := 0
+			for tick, n := range fired {
+				if ran[tick] != 1 {
+					t.Errorf("tick %v fired by %d replicas ran %d times, want exactly once", tick.Format(time.TimeOnly), n, ran[tick])
+				}
+				if n == len(skews) {
+					contended++
+				}
+			}
+			for tick, n := range ran {
+				if fired[tick] == 0 {
+					t.Errorf("tick %v ran %d times but no replica fired it", tick.Format(time.TimeOnly), n)
+				}
+			}
+			if want := int(duration/time.Second) - 2; contended < want {
+				t.Errorf("only %d ticks were fired by all %d replicas, want at least %d (of %d ticks)", contended, len(skews), want, len(fired))
+			}
+		})
+	}
+}
+
+// TestElectorOnlyLeaderRuns: of two schedulers with Electors only the
+// leader's runs the job; when the leader stops campaigning the other takes
+// over.
+func TestElectorOnlyLeaderRuns(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			name := testdb.Name(t)
+			var runsA, runsB atomic.Int32
+			electorA, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, dblock.LeaderTTL(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			electorB, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, dblock.LeaderTTL(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := electorA.IsLeader(t.Context()); !errors.Is(err, gocronlock.ErrNotLeader) {
+				t.Fatalf("IsLeader before Run = %v, want ErrNotLeader", err)
+			}
+			stopA := run(t, electorA)
+			waitFor(t, "A to lead", func() bool { return electorA.IsLeader(t.Context()) == nil })
+			stopB := run(t, electorB)
+
+			for _, c := range []struct {
+				e    *gocronlock.Elector
+				runs *atomic.Int32
+			}{{electorA, &runsA}, {electorB, &runsB}} {
+				s := newScheduler(t, gocron.WithDistributedElector(c.e))
+				if _, err := s.NewJob(gocron.DurationJob(20*time.Millisecond), gocron.NewTask(func() { c.runs.Add(1) })); err != nil {
+					t.Fatal(err)
+				}
+				s.Start()
+			}
+			waitFor(t, "A's jobs to run", func() bool { return runsA.Load() >= 5 })
+			if n := runsB.Load(); n != 0 {
+				t.Fatalf("follower ran the job %d times", n)
+			}
+			if err := electorB.IsLeader(t.Context()); !errors.Is(err, gocronlock.ErrNotLeader) {
+				t.Fatalf("follower IsLeader = %v", err)
+			}
+
+			if err := stopA(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run after stop = %v", err)
+			}
+			waitFor(t, "B to take over", func() bool { return runsB.Load() >= 2 })
+			settled := runsA.Load()
+			waitFor(t, "B's jobs to run", func() bool { return runsB.Load() >= 5 })
+			if n := runsA.Load(); n != settled {
+				t.Fatalf("stepped-down A ran the job %d more times", n-settled)
+			}
+			if err := stopB(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run after stop = %v", err)
+			}
+		})
+	}
+}
+
+func TestLockerUnlockAndErrors(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			l := newRowLocker(t, tg.DB)
+			key := testdb.Name(t)
+			x, err := gocronlock.NewLocker(l, gocronlock.WithTick(0), gocronlock.WithMinHold(0), gocronlock.WithPrefix("app/"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lock, err := x.Lock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := x.Lock(ctx, key); !errors.Is(err, dblock.ErrNotAcquired) {
+				t.Fatalf("second Lock = %v, want ErrNotAcquired", err)
+			}
+			// The prefix is part of the lock's name.
+			if _, err := l.TryAcquire(ctx, "app/"+key); !errors.Is(err, dblock.ErrNotAcquired) {
+				t.Fatalf("TryAcquire of the prefixed name = %v, want ErrNotAcquired", err)
+			}
+			if err := lock.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := lock.Unlock(ctx); !errors.Is(err, dblock.ErrNotHeld) {
+				t.Fatalf("second Unlock = %v, want ErrNotHeld", err)
+			}
+			again, err := x.Lock(ctx, key)
+			if err != nil {
+				t.Fatalf("Lock after Unlock: %v", err)
+			}
+			// gocron unlocks with the job's context, which has ended on
+			// shutdown: the lock must be released all the same.
+			ended, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := again.Unlock(ended); err != nil {
+				t.Fatalf("Unlock with an ended context: %v", err)
+			}
+
+			waiting, err := gocronlock.NewLocker(l, gocronlock.WithTick(0), gocronlock.WithMinHold(0),
+				gocronlock.WithWait(20*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held, err := waiting.Lock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				_ = held.Unlock(context.Background())
+			}()
+			next, err := waiting.Lock(ctx, key)
+			if err != nil {
+				t.Fatalf("waiting Lock: %v", err)
+			}
+			_ = next.Unlock(ctx)
+
+			if _, err := x.Lock(ctx, strings.Repeat("k", dblock.MaxNameLength)); !errors.Is(err, dblock.ErrInvalidName) {
+				t.Fatalf("over-long key: %v, want ErrInvalidName", err)
+			}
+		})
+	}
+	l := newRowLocker(t, testdb.Targets(t)[0].DB)
+	for what, opts := range map[string][]gocronlock.Option{
+		"negative tick": {gocronlock.WithTick(-1)},
+		"negative wait": {gocronlock.WithWait(-1)},
+		"negative hold": {gocronlock.WithMinHold(-1)},
+		"tiny TTL":      {gocronlock.WithTTL(time.Millisecond)},
+		"nil option":    {nil},
+	} {
+		if _, err := gocronlock.NewLocker(l, opts...); !errors.Is(err, dblock.ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", what, err)
+		}
+	}
+	if _, err := gocronlock.NewLocker(nil); !errors.Is(err, dblock.ErrInvalidOption) {
+		t.Errorf("nil Locker: %v, want ErrInvalidOption", err)
+	}
+	if _, err := gocronlock.NewElector(l, ""); !errors.Is(err, dblock.ErrInvalidName) {
+		t.Errorf("empty elector name: %v, want ErrInvalidName", err)
+	}
+}
+
+// run runs e.Run in a goroutine until stop is called or the test ends.
+func run(t *testing.T, e *gocronlock.Elector) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitFor polls cond, failing after a bound that only catches hangs.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

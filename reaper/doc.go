@@ -1,0 +1,34 @@
+// Package reaper deletes what sqllock leaves behind in the database: lock
+// rows whose lease has lapsed (released locks keep their row, and crashed
+// holders leave theirs) and dead fair-queue waiters. It runs as a
+// robfig/cron job in the application, or once with RunOnce (`sqllock reap`
+// does that from a shell or a crontab).
+//
+//	r, err := reaper.New(locker, db, reaper.WithLogger(logger))
+//	if err != nil { ... }
+//	r.Start()
+//	defer func() { <-r.Stop().Done() }()
+//
+// Start it on every replica: a sweep first takes the reaper lock
+// (DefaultLockName) without waiting, so one replica sweeps at a time and the
+// others skip their turn.
+//
+// # Never a live lock
+//
+// Whether a lease has lapsed is judged by the database clock, in the
+// statement that deletes the row, with the row locked: a holder renewing at
+// that moment either renews first (and the row is no longer lapsed) or finds
+// the row gone only if its lease had already lapsed, in which case the
+// holder had declared the lock lost before. Rows released early under
+// MinHold stay until MinHold has passed. The grace (WithGrace) keeps rows a
+// little longer still. Deleting a row never lets fencing tokens go
+// backwards: rowlock.Locker.Sweep records the row's token first, in the same
+// transaction.
+//
+// # Never in the way
+//
+// Rows are deleted in batches (WithBatchSize), each its own short
+// transaction that skips rows an acquirer has locked, so sweeping a
+// million rows holds no lock for long and acquirers keep their latency;
+// see the package tests for measurements.
+package reaper

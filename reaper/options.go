@@ -1,0 +1,81 @@
+package reaper
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+// Defaults of the options.
+const (
+	// DefaultSchedule runs the reaper once a minute.
+	DefaultSchedule = "@every 1m"
+
+	// DefaultBatchSize is how many rows one short transaction deletes.
+	DefaultBatchSize = 1000
+
+	// DefaultGrace is how long after its lease lapsed a lock row is kept:
+	// a released row carries its name's token, and a name used again soon
+	// takes its row over more cheaply than it creates a new one.
+	DefaultGrace = time.Minute
+
+	// DefaultLockName is the lock that lets one replica sweep at a time.
+	DefaultLockName = "sqllock/reaper"
+)
+
+// Option configures a Reaper.
+type Option func(*config)
+
+type config struct {
+	schedule  string
+	batchSize int
+	grace     time.Duration
+	logger    *slog.Logger
+	lockName  string
+}
+
+// WithSchedule sets when Start runs the reaper, as a robfig/cron spec: five
+// fields ("*/5 * * * *"), a descriptor ("@hourly", "@every 30s"), optionally
+// prefixed with "CRON_TZ=Area/City ". Default DefaultSchedule.
+func WithSchedule(spec string) Option { return func(c *config) { c.schedule = spec } }
+
+// WithBatchSize sets how many rows one transaction deletes, from 1 to
+// rowlock.MaxSweepBatch. Smaller batches hold fewer row locks for less time;
+// larger ones sweep faster. Default DefaultBatchSize.
+func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+
+// WithGrace sets how long after its lease lapsed (by the database clock) a
+// lock row, or a waiter's heartbeat, is left alone. Default DefaultGrace; 0
+// deletes everything that has lapsed.
+func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
+
+// WithLogger sets where the reaper logs: a summary of each sweep at Info,
+// failures of scheduled sweeps at Error, the rest at Debug. Default:
+// nowhere.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithLockName sets the name of the lock that keeps two replicas from
+// sweeping at once. Reapers on one database must share it. Default
+// DefaultLockName.
+func WithLockName(name string) Option { return func(c *config) { c.lockName = name } }
+
+func (c *config) validate() error {
+	var err error
+	switch {
+	case c.batchSize < 1 || c.batchSize > rowlock.MaxSweepBatch:
+		err = &dblock.OptionError{Option: "WithBatchSize", Reason: fmt.Sprintf("must be 1 to %d, got %d", rowlock.MaxSweepBatch, c.batchSize)}
+	case c.grace < 0:
+		err = &dblock.OptionError{Option: "WithGrace", Reason: "must not be negative, got " + c.grace.String()}
+	case c.logger == nil:
+		err = &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"}
+	default:
+		if nameErr := dblock.ValidateName(c.lockName); nameErr != nil {
+			return fmt.Errorf("reaper: WithLockName: %w", nameErr)
+		}
+		return nil
+	}
+	return fmt.Errorf("reaper: %w", err)
+}

@@ -1,0 +1,252 @@
+package reaper
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+// Reaper deletes lapsed lock rows and dead waiters, now (RunOnce) or on a
+// schedule (Start). It is safe for concurrent use.
+type Reaper struct {
+	locker     *rowlock.Locker
+	db         *sql.DB
+	cfg        config
+	schedule   cron.Schedule
+	waitersSQL string
+
+	mu   sync.Mutex
+	cron *cron.Cron    // non-nil between Start and Stop
+	stop chan struct{} // closed by Stop: the scheduled sweep in flight ends after its batch
+
+	// sweeping, when set (by tests), is called with true when a sweep
+	// starts under the reaper lock and with false when it ends.
+	sweeping func(bool)
+}
+
+// Result counts what one sweep deleted.
+type Result struct {
+	// Locks is the number of lapsed lock rows deleted.
+	Locks int
+	// Waiters is the number of dead waiters deleted.
+	Waiters int
+	// Skipped is true when another reaper held the reaper lock, so this
+	// one did nothing.
+	Skipped bool
+}
+
+// New returns a Reaper that sweeps the tables of locker's database. db must
+// be the database locker was created on; the reaper deletes dead waiters
+// with it. New does no I/O and never closes db.
+func New(locker *rowlock.Locker, db *sql.DB, opts ...Option) (*Reaper, error) {
+	if locker == nil {
+		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "locker", Reason: "nil *rowlock.Locker"})
+	}
+	if db == nil {
+		return nil, fmt.Errorf("reaper: %w: nil *sql.DB", dblock.ErrInvalidDB)
+	}
+	cfg := config{
+		schedule:  DefaultSchedule,
+		batchSize: DefaultBatchSize,
+		grace:     DefaultGrace,
+		logger:    slog.New(slog.DiscardHandler),
+		lockName:  DefaultLockName,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
+		}
+		opt(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	schedule, err := cron.ParseStandard(cfg.schedule)
+	if err != nil {
+		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "WithSchedule", Reason: fmt.Sprintf("%q: %v", cfg.schedule, err)})
+	}
+	return &Reaper{
+		locker:     locker,
+		db:         db,
+		cfg:        cfg,
+		schedule:   schedule,
+		waitersSQL: deadWaitersSQL(locker.Dialect()),
+	}, nil
+}
+
+// RunOnce sweeps now: it deletes lock rows whose lease lapsed more than the
+// grace ago, then dead waiters, in batches of one short transaction each,
+// until a batch comes back short. A live lock is never deleted, nor a
+// lingering one (released early under MinHold): both have leases in the
+// future by the database clock. Tokens of deleted rows are kept by
+// rowlock.Locker.Sweep, so they never go backwards.
+//
+// Only one reaper sweeps a database at a time: RunOnce first takes the
+// reaper lock (WithLockName) without waiting, and when another reaper holds
+// it returns Result{Skipped: true} and no error.
+//
+// When ctx ends, the batch in flight is canceled and RunOnce returns ctx's
+// error; when the reaper lock is lost, it
+// stops after the batch in flight with an error wrapping
+// dblock.ErrLockLost. Either way the Result counts what was deleted.
+// Errors: dblock.ErrSchemaMissing when the tables do not exist, or a driver
+// error.
+func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
+	return r.sweep(ctx, nil)
+}
+
+// Start runs the reaper on its schedule (WithSchedule) in a goroutine of
+// its own until Stop; a sweep still running when the next is due is
+// skipped. Calling Start again before Stop does nothing.
+func (r *Reaper) Start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cron != nil {
+		return
+	}
+	stop := make(chan struct{})
+	logger := cronLogger{r.cfg.logger}
+	c := cron.New(
+		cron.WithLogger(logger),
+		cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)),
+	)
+	c.Schedule(r.schedule, cron.FuncJob(func() { r.scheduled(stop) }))
+	c.Start()
+	r.cron, r.stop = c, stop
+	r.cfg.logger.Debug("reaper: started", "schedule", r.cfg.schedule)
+}
+
+// Stop ends the schedule. The sweep in flight, if any, stops after its
+// current batch (each batch is committed on its own, so nothing is left
+// half done); the returned context is done once it has. Stop without Start
+// returns a context that is done already.
+func (r *Reaper) Stop() context.Context {
+	r.mu.Lock()
+	c, stop := r.cron, r.stop
+	r.cron, r.stop = nil, nil
+	r.mu.Unlock()
+	if c == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}
+	close(stop)
+	r.cfg.logger.Debug("reaper: stopping")
+	return c.Stop()
+}
+
+// scheduled is one run of the cron job.
+func (r *Reaper) scheduled(stop <-chan struct{}) {
+	// Statements are not canceled by Stop: the batch in flight commits,
+	// then the loop sees stop.
+	_, _ = r.sweep(context.Background(), stop)
+}
+
+// sweep runs and logs one sweep.
+func (r *Reaper) sweep(ctx context.Context, stop <-chan struct{}) (Result, error) {
+	started := time.Now()
+	res, stopped, err := r.run(ctx, stop)
+	args := []any{"locks", res.Locks, "waiters", res.Waiters, "duration", time.Since(started)}
+	switch {
+	case err != nil:
+		r.cfg.logger.Error("reaper: sweep failed", append(args, "error", err)...)
+	case res.Skipped:
+		r.cfg.logger.Debug("reaper: skipped; another reaper is sweeping", "lock", r.cfg.lockName)
+	case stopped:
+		r.cfg.logger.Info("reaper: sweep stopped early", args...)
+	case res.Locks > 0 || res.Waiters > 0:
+		r.cfg.logger.Info("reaper: swept", args...)
+	default:
+		r.cfg.logger.Debug("reaper: swept", args...)
+	}
+	return res, err
+}
+
+// run sweeps batch after batch under the reaper lock. stopped is true when
+// it returned early because stop was closed.
+func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, stopped bool, err error) {
+	if err := ctx.Err(); err != nil {
+		// TryAcquire would report it as "not acquired", a skip.
+		return res, false, fmt.Errorf("reaper: %w", err)
+	}
+	// A fresh owner, so a ctx carrying an owner that holds the reaper lock
+	// cannot re-enter it and sweep beside another run.
+	guard, err := r.locker.TryAcquire(dblock.ContextWithOwner(ctx, dblock.NewOwner()), r.cfg.lockName,
+		dblock.Note("sqllock reaper"))
+	if errors.Is(err, dblock.ErrNotAcquired) {
+		return Result{Skipped: true}, false, nil
+	}
+	if err != nil {
+		return res, false, fmt.Errorf("reaper: take the reaper lock %q: %w", r.cfg.lockName, err)
+	}
+	defer func() {
+		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if relErr := guard.Release(relCtx); relErr != nil && !errors.Is(relErr, dblock.ErrLockLost) {
+			r.cfg.logger.Warn("reaper: release the reaper lock", "lock", r.cfg.lockName, "error", relErr)
+		}
+	}()
+	if r.sweeping != nil {
+		r.sweeping(true)
+		defer r.sweeping(false)
+	}
+
+	phases := []struct {
+		deleted *int
+		batch   func() (int, error)
+	}{
+		{&res.Locks, func() (int, error) {
+			return r.locker.Sweep(ctx, r.cfg.grace, r.cfg.batchSize)
+		}},
+		{&res.Waiters, func() (int, error) {
+			return deleteDeadWaiters(ctx, r.db, r.waitersSQL, r.cfg.grace, r.cfg.batchSize)
+		}},
+	}
+	for _, p := range phases {
+		for {
+			select {
+			case <-stop:
+				return res, true, nil
+			case <-guard.Done():
+				return res, false, fmt.Errorf("reaper: sweep interrupted: %w", guard.Err())
+			default:
+			}
+			if err := ctx.Err(); err != nil {
+				return res, false, fmt.Errorf("reaper: sweep interrupted: %w", err)
+			}
+			n, err := p.batch()
+			*p.deleted += n
+			if err != nil {
+				return res, false, err
+			}
+			if n < r.cfg.batchSize {
+				break
+			}
+		}
+	}
+	return res, false, nil
+}
+
+// releaseTimeout bounds releasing the reaper lock after ctx has ended.
+const releaseTimeout = 10 * time.Second
+
+// cronLogger routes robfig/cron's logs to slog: its chatty Info (every
+// wake-up) at Debug, its errors (a recovered panic) at Error.
+type cronLogger struct{ l *slog.Logger }
+
+func (c cronLogger) Info(msg string, keysAndValues ...any) {
+	c.l.Debug("reaper: cron: "+msg, keysAndValues...)
+}
+
+func (c cronLogger) Error(err error, msg string, keysAndValues ...any) {
+	c.l.Error("reaper: cron: "+msg, append([]any{"error", err}, keysAndValues...)...)
+}
