@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// connectTimeout bounds the first contact with the database, so a wrong
+// host fails fast instead of hanging a crontab.
+const connectTimeout = 10 * time.Second
+
+// database is a parsed --dsn.
+type database struct {
+	dialect dblock.Dialect
+	addr    string // where the server is, for messages (no password)
+	open    func() *sql.DB
+}
+
+// parseDSN reads a postgres:// or mysql:// URL. Its errors never repeat the
+// password.
+func parseDSN(raw string) (database, error) {
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		return database{}, usagef("", "the DSN must be a URL starting with postgres:// or mysql://")
+	}
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		cfg, err := pgconn.ParseConfig(raw)
+		if err != nil {
+			// pgconn masks the password in its errors.
+			return database{}, usagef("", "invalid PostgreSQL DSN: %v", err)
+		}
+		addr := net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
+		if strings.HasPrefix(cfg.Host, "/") {
+			addr = cfg.Host
+		}
+		return database{
+			dialect: dblock.Postgres,
+			addr:    addr,
+			open: func() *sql.DB {
+				// The "pgx" driver fails only on a DSN ParseConfig rejected.
+				db, err := sql.Open("pgx", raw)
+				if err != nil {
+					panic(err)
+				}
+				return db
+			},
+		}, nil
+	case "mysql", "mariadb":
+		cfg, err := mysqlConfig(raw)
+		if err != nil {
+			return database{}, usagef("", "invalid MySQL DSN: %v", err)
+		}
+		return database{
+			dialect: dblock.MySQL,
+			addr:    cfg.Addr,
+			open: func() *sql.DB {
+				// NewConnector fails only on a config ParseDSN rejected.
+				conn, err := mysql.NewConnector(cfg)
+				if err != nil {
+					panic(err)
+				}
+				return sql.OpenDB(conn)
+			},
+		}, nil
+	}
+	return database{}, usagef("", "unsupported DSN scheme %q: use postgres:// or mysql://", scheme)
+}
+
+// mysqlConfig turns mysql://user:password@host:port/dbname?params into a
+// go-sql-driver/mysql config. The params are the driver's (tls, timeout,
+// charset, ...), plus socket=/path for a Unix socket.
+func mysqlConfig(raw string) (*mysql.Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url errors quote the whole URL, password included.
+		if urlErr, ok := errors.AsType[*url.Error](err); ok {
+			return nil, urlErr.Err
+		}
+		return nil, errors.New("not a URL")
+	}
+	query := u.Query()
+	socket := query.Get("socket")
+	query.Del("socket")
+	// The driver parses its own parameters from a DSN without a server.
+	cfg, err := mysql.ParseDSN("/?" + query.Encode())
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("no database name (mysql://user:password@host:3306/dbname)")
+	}
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	if socket != "" {
+		cfg.Net, cfg.Addr = "unix", socket
+		return cfg, nil
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "3306"
+	}
+	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(host, port)
+	return cfg, nil
+}
+
+// connect opens the database named by --dsn or $SQLLOCK_DSN and checks that
+// it answers.
+func (inv *invocation) connect(ctx context.Context) (*sql.DB, dblock.Dialect, error) {
+	raw := inv.dsn
+	if raw == "" {
+		raw = env("SQLLOCK_DSN")
+	}
+	if raw == "" {
+		return nil, "", usagef(inv.cmd.name, "no database given: pass --dsn or set SQLLOCK_DSN, "+
+			"for example postgres://user:password@host:5432/dbname or mysql://user:password@host:3306/dbname")
+	}
+	d, err := parseDSN(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	db := d.open()
+	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		_ = db.Close()
+		return nil, "", fmt.Errorf("cannot connect to %s at %s: %w\n(check --dsn or SQLLOCK_DSN, and that the server is running)",
+			d.dialect, d.addr, err)
+	}
+	return db, d.dialect, nil
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sqllock/sqllock/reaper"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+var reapCommand = &command{
+	name:    "reap",
+	summary: "delete lapsed locks and dead waiters, once",
+	usage:   "[--grace D] [--batch N]",
+	help: `
+reap deletes lock rows whose lease lapsed more than --grace ago (released locks
+keep their row until then) and waiters that stopped heartbeating, in batches of
+short transactions, so applications keep taking locks meanwhile. It never
+deletes a lock that is held. Only one reaper runs at a time; when another one
+is sweeping, reap says so and exits 0. Applications can run the same sweep on a
+schedule with package reaper instead.`,
+	interspersed: true,
+	flags: func(fs *flag.FlagSet) func(*invocation) error {
+		grace := fs.Duration("grace", reaper.DefaultGrace, "keep rows lapsed for less than `duration`")
+		batch := fs.Int("batch", reaper.DefaultBatchSize, fmt.Sprintf("delete at most `N` rows per transaction (1 to %d)", rowlock.MaxSweepBatch))
+		verbose := fs.Bool("v", false, "log each step to stderr")
+		return func(inv *invocation) error { return runReap(inv, *grace, *batch, *verbose) }
+	},
+}
+
+func runReap(inv *invocation, grace time.Duration, batch int, verbose bool) error {
+	if len(inv.args) > 0 {
+		return usagef("reap", "reap takes no arguments, got %q", inv.args)
+	}
+	ctx, stop := interruptible(context.Background())
+	defer stop()
+	db, _, err := inv.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	locker, err := rowlock.New(db)
+	if err != nil {
+		return err
+	}
+	defer locker.Close()
+	opts := []reaper.Option{reaper.WithGrace(grace), reaper.WithBatchSize(batch)}
+	if verbose {
+		opts = append(opts, reaper.WithLogger(slog.New(slog.NewTextHandler(inv.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	r, err := reaper.New(locker, db, opts...)
+	if err != nil {
+		return err
+	}
+	res, err := r.RunOnce(ctx)
+	switch {
+	case res.Skipped:
+		fmt.Fprintln(inv.stdout, "another reaper is sweeping this database now; nothing done")
+	case err == nil || res.Locks > 0 || res.Waiters > 0:
+		fmt.Fprintf(inv.stdout, "deleted %d lock rows and %d dead waiters\n", res.Locks, res.Waiters)
+	}
+	return err
+}

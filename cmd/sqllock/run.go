@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+var runCommand = &command{
+	name:    "run",
+	summary: "run a command while holding a lock (for crontabs)",
+	usage:   "--name NAME [--ttl D] [--wait D] [--min-hold D] [--note TEXT] [--kill-after D] -- command [arguments...]",
+	help: `
+run takes the lock NAME, runs the command, and releases the lock when the
+command exits. Run the same line from the crontab of every machine: one of them
+runs the command, the others exit 75 at once (or after --wait).
+
+The lock has a lease of --ttl, renewed every ttl/3 while the command runs, so
+the lock of a machine that dies is free again within --ttl. If the lock is lost
+(the database was unreachable for too long), the command gets SIGTERM, and
+SIGKILL --kill-after later if it is still running. SIGINT, SIGTERM and SIGHUP
+sent to sqllock are passed on to the command.
+
+The command sees SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token, which grows
+with every new holder) in its environment.
+
+Exit codes:
+  the command's  when it ran (128+N if signal N killed it; 1 if it exited 0
+                 but the lock was lost while it ran)
+  75             the lock is held by another process (EX_TEMPFAIL)
+  64             usage error
+  126, 127       the command cannot be executed, or is not found
+  1              any other error (the database cannot be reached, ...)`,
+	flags: func(fs *flag.FlagSet) func(*invocation) error {
+		var o runOptions
+		fs.StringVar(&o.name, "name", "", "the lock's `name` (required)")
+		fs.DurationVar(&o.ttl, "ttl", dblock.DefaultTTL, "the lock's lease, renewed every ttl/3 while the command runs")
+		fs.DurationVar(&o.wait, "wait", 0, "wait up to `duration` for the lock if it is held (default: do not wait)")
+		fs.DurationVar(&o.minHold, "min-hold", 0, "keep the lock taken at least `duration` after it was acquired, even if the command ends sooner")
+		fs.StringVar(&o.note, "note", "", "a note stored with the lock, shown by status (default: the command's name)")
+		fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "after the lock is lost, send SIGKILL if the command still runs `duration` after SIGTERM (0: never)")
+		return func(inv *invocation) error { return runLocked(inv, o) }
+	},
+}
+
+type runOptions struct {
+	name      string
+	ttl       time.Duration
+	wait      time.Duration
+	minHold   time.Duration
+	note      string
+	killAfter time.Duration
+}
+
+// releaseTimeout bounds the release after the command exits.
+const releaseTimeout = 10 * time.Second
+
+func runLocked(inv *invocation, o runOptions) error {
+	switch {
+	case o.name == "":
+		return usagef("run", "--name is required: the name of the lock to hold while the command runs")
+	case len(inv.args) == 0:
+		return usagef("run", "no command to run: sqllock run --name NAME -- command [arguments...]")
+	case o.wait < 0:
+		return usagef("run", "--wait must not be negative")
+	case o.killAfter < 0:
+		return usagef("run", "--kill-after must not be negative")
+	}
+	if err := dblock.ValidateName(o.name); err != nil {
+		return usagef("run", "--name: %v", err)
+	}
+	note := o.note
+	if note == "" {
+		note = "sqllock run " + filepath.Base(inv.args[0])
+	}
+	lockOpts := []dblock.Option{dblock.TTL(o.ttl), dblock.MinHold(o.minHold), dblock.Note(shorten(note, dblock.MaxNoteLength/4))}
+	if _, err := dblock.ResolveOptions(lockOpts...); err != nil {
+		return usagef("run", "%v", err)
+	}
+
+	ctx := context.Background()
+	db, dialect, err := inv.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// Renewal failures and the loss of the lock are worth a line in the
+	// crontab's mail.
+	logger := slog.New(slog.NewTextHandler(inv.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	locker, err := rowlock.New(db, rowlock.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	defer locker.Close()
+
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(signals)
+
+	lock, err := acquire(ctx, locker, o, lockOpts, signals)
+	if errors.Is(err, dblock.ErrNotAcquired) {
+		msg := fmt.Sprintf("lock %s is held by another process", o.name)
+		if holder := describeHolder(ctx, db, dialect, o.name); holder != "" {
+			msg += " (" + holder + ")"
+		}
+		if o.wait > 0 {
+			msg += fmt.Sprintf("; waited %v", o.wait)
+		}
+		return &exitCode{code: exitTempFail, msg: msg}
+	}
+	if err != nil {
+		return err
+	}
+	release := func() {
+		relCtx, cancel := context.WithTimeout(ctx, releaseTimeout)
+		defer cancel()
+		if err := lock.Release(relCtx); err != nil {
+			fmt.Fprintf(inv.stderr, "sqllock: releasing lock %s: %v (it lapses within --ttl)\n", o.name, err)
+		}
+	}
+
+	cmd := exec.Command(inv.args[0], inv.args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, inv.stdout, inv.stderr
+	cmd.Env = append(os.Environ(), "SQLLOCK_NAME="+o.name, "SQLLOCK_TOKEN="+strconv.FormatInt(lock.Token(), 10))
+	if err := cmd.Start(); err != nil {
+		release()
+		return startError(inv.args[0], err)
+	}
+	code, lost := supervise(inv, cmd, lock, o, signals)
+	if lost == nil {
+		release()
+	} else if code == 0 {
+		code = exitError
+	}
+	return &exitCode{code: code}
+}
+
+// acquire takes the lock, waiting up to o.wait, unless a signal comes first.
+func acquire(ctx context.Context, locker *rowlock.Locker, o runOptions, opts []dblock.Option, signals <-chan os.Signal) (dblock.Lock, error) {
+	acqCtx, cancel := context.WithCancel(ctx)
+	if o.wait > 0 {
+		acqCtx, cancel = context.WithTimeout(ctx, o.wait)
+	}
+	defer cancel()
+	type result struct {
+		lock dblock.Lock
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		if o.wait > 0 {
+			r.lock, r.err = locker.Acquire(acqCtx, o.name, opts...)
+		} else {
+			r.lock, r.err = locker.TryAcquire(acqCtx, o.name, opts...)
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.lock, r.err
+	case sig := <-signals:
+		cancel()
+		if r := <-done; r.err == nil {
+			relCtx, relCancel := context.WithTimeout(ctx, releaseTimeout)
+			defer relCancel()
+			_ = r.lock.Release(relCtx)
+		}
+		return nil, &exitCode{code: 128 + signalNumber(sig), msg: fmt.Sprintf("interrupted by %v while waiting for lock %s", sig, o.name)}
+	}
+}
+
+// supervise waits for the command, passing signals on, and stops it when
+// the lock is lost. It returns the command's exit code and, if the lock was
+// lost, why.
+func supervise(inv *invocation, cmd *exec.Cmd, lock dblock.Lock, o runOptions, signals <-chan os.Signal) (code int, lost error) {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	lockDone := lock.Done()
+	var kill <-chan time.Time
+	for {
+		select {
+		case err := <-exited:
+			if cmd.ProcessState == nil {
+				fmt.Fprintf(inv.stderr, "sqllock: waiting for the command: %v\n", err)
+				return exitError, lost
+			}
+			return exitStatus(cmd.ProcessState), lost
+		case sig := <-signals:
+			_ = cmd.Process.Signal(sig)
+		case <-lockDone:
+			// Nothing releases the lock while the command runs: it was lost.
+			lockDone = nil
+			lost = lock.Err()
+			fmt.Fprintf(inv.stderr, "sqllock: lock %s lost (%v); sending SIGTERM to the command\n", o.name, lost)
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			if o.killAfter > 0 {
+				kill = time.After(o.killAfter)
+			}
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(inv.stderr, "sqllock: the command still runs %v after SIGTERM; sending SIGKILL\n", o.killAfter)
+			_ = cmd.Process.Kill()
+		}
+	}
+}
+
+// exitStatus is the command's exit code, or 128+N when signal N killed it,
+// as shells report it.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func signalNumber(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return 0
+}
+
+// startError explains why the command did not start, with a shell's exit
+// code.
+func startError(name string, err error) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return &exitCode{code: exitNotFound, msg: fmt.Sprintf("command not found: %s", name)}
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC):
+		return &exitCode{code: exitNoExec, msg: fmt.Sprintf("cannot execute %s: %v", name, err)}
+	}
+	return fmt.Errorf("starting %s: %w", name, err)
+}
+
+// describeHolder says who holds name and for how long, best effort: it is
+// only for the message.
+func describeHolder(ctx context.Context, db *sql.DB, dialect dblock.Dialect, name string) string {
+	query := `SELECT owner_host, (extract(epoch FROM clock_timestamp() - acquired_at) * 1000)::bigint
+FROM dblock_locks WHERE name = $1 AND expires_at > clock_timestamp()`
+	if dialect == dblock.MySQL {
+		query = `SELECT owner_host, TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000
+FROM dblock_locks WHERE name = ? AND expires_at > UTC_TIMESTAMP(6)`
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var host string
+	var heldMS int64
+	if err := db.QueryRowContext(ctx, query, name).Scan(&host, &heldMS); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("by %s for %s", printable(host), ms(heldMS))
+}
+
+// interruptible returns a context canceled by SIGINT or SIGTERM.
+func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/reaper"
+)
+
+var statusCommand = &command{
+	name:    "status",
+	summary: "show held locks and waiting processes",
+	usage:   "[--json] [--limit N]",
+	help: `
+status lists the locks that are taken now, by the database clock: their name,
+holder (host:pid and owner id), fencing token, hold count (0 for a lock
+released early that stays taken until its --min-hold has passed), how long it
+has been held and when its lease runs out unless renewed. Then the processes
+waiting in line for fair locks. --json prints the same as one JSON object
+(durations in milliseconds).`,
+	interspersed: true,
+	flags: func(fs *flag.FlagSet) func(*invocation) error {
+		asJSON := fs.Bool("json", false, "print JSON instead of tables")
+		limit := fs.Int("limit", 1000, "show at most `N` locks and N waiters")
+		return func(inv *invocation) error { return runStatus(inv, *asJSON, *limit) }
+	},
+}
+
+// statusLock is a taken lock, as status shows it.
+type statusLock struct {
+	Name        string `json:"name"`
+	OwnerHost   string `json:"owner_host"`
+	OwnerID     string `json:"owner_id"`
+	Token       int64  `json:"token"`
+	HoldCount   int    `json:"hold_count"`
+	Note        string `json:"note"`
+	HeldForMS   int64  `json:"held_for_ms"`
+	ExpiresInMS int64  `json:"expires_in_ms"`
+}
+
+// statusWaiter is a live waiter of a fair lock.
+type statusWaiter struct {
+	ID           int64  `json:"id"`
+	Name         string `json:"name"`
+	OwnerHost    string `json:"owner_host"`
+	OwnerID      string `json:"owner_id"`
+	WaitingForMS int64  `json:"waiting_for_ms"`
+}
+
+type statusReport struct {
+	Locks   []statusLock   `json:"locks"`
+	Waiters []statusWaiter `json:"waiters"`
+	// Reapable counts what `sqllock reap --grace 0` would delete.
+	LapsedLocks int `json:"lapsed_locks"`
+	DeadWaiters int `json:"dead_waiters"`
+}
+
+// The status queries compute durations in the database, in microseconds:
+// DATETIME columns cannot be scanned without parseTime in the MySQL DSN.
+type statusSQL struct {
+	locks, waiters, lapsed, dead string
+}
+
+var statusQueries = map[dblock.Dialect]statusSQL{
+	dblock.Postgres: {
+		locks: `
+SELECT name, owner_host, owner_id, token, hold_count, note,
+    (extract(epoch FROM c.now - acquired_at) * 1000000)::bigint,
+    (extract(epoch FROM expires_at - c.now) * 1000000)::bigint
+FROM dblock_locks CROSS JOIN (SELECT clock_timestamp() AS now) c
+WHERE expires_at > c.now
+ORDER BY name
+LIMIT $1`,
+		waiters: `
+SELECT id, name, owner_host, owner_id, (extract(epoch FROM c.now - created_at) * 1000000)::bigint
+FROM dblock_waiters CROSS JOIN (SELECT clock_timestamp() AS now) c
+WHERE expires_at >= c.now
+ORDER BY name, id
+LIMIT $1`,
+		lapsed: `SELECT count(*) FROM dblock_locks WHERE expires_at <= clock_timestamp()`,
+		dead:   `SELECT count(*) FROM dblock_waiters WHERE expires_at < clock_timestamp()`,
+	},
+	dblock.MySQL: {
+		locks: `
+SELECT name, owner_host, owner_id, token, hold_count, note,
+    TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)),
+    TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM dblock_locks
+WHERE expires_at > UTC_TIMESTAMP(6)
+ORDER BY name
+LIMIT ?`,
+		waiters: `
+SELECT id, name, owner_host, owner_id, TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6))
+FROM dblock_waiters
+WHERE expires_at >= UTC_TIMESTAMP(6)
+ORDER BY name, id
+LIMIT ?`,
+		lapsed: `SELECT count(*) FROM dblock_locks WHERE expires_at <= UTC_TIMESTAMP(6)`,
+		dead:   `SELECT count(*) FROM dblock_waiters WHERE expires_at < UTC_TIMESTAMP(6)`,
+	},
+}
+
+func runStatus(inv *invocation, asJSON bool, limit int) error {
+	if len(inv.args) > 0 {
+		return usagef("status", "status takes no arguments, got %q", inv.args)
+	}
+	if limit < 1 {
+		return usagef("status", "--limit must be at least 1")
+	}
+	ctx := context.Background()
+	db, dialect, err := inv.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rep, err := readStatus(ctx, db, statusQueries[dialect], limit)
+	if err != nil {
+		return dblock.WrapDBError("status", err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(inv.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printStatus(inv.stdout, rep, limit)
+	return nil
+}
+
+func readStatus(ctx context.Context, db *sql.DB, q statusSQL, limit int) (statusReport, error) {
+	rep := statusReport{Locks: []statusLock{}, Waiters: []statusWaiter{}}
+	rows, err := db.QueryContext(ctx, q.locks, limit)
+	if err != nil {
+		return rep, err
+	}
+	for rows.Next() {
+		var l statusLock
+		var heldFor, expiresIn int64
+		if err := rows.Scan(&l.Name, &l.OwnerHost, &l.OwnerID, &l.Token, &l.HoldCount, &l.Note, &heldFor, &expiresIn); err != nil {
+			_ = rows.Close()
+			return rep, err
+		}
+		l.HeldForMS, l.ExpiresInMS = heldFor/1000, expiresIn/1000
+		rep.Locks = append(rep.Locks, l)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return rep, err
+	}
+	rows, err = db.QueryContext(ctx, q.waiters, limit)
+	if err != nil {
+		return rep, err
+	}
+	for rows.Next() {
+		var w statusWaiter
+		var waiting int64
+		if err := rows.Scan(&w.ID, &w.Name, &w.OwnerHost, &w.OwnerID, &waiting); err != nil {
+			_ = rows.Close()
+			return rep, err
+		}
+		w.WaitingForMS = waiting / 1000
+		rep.Waiters = append(rep.Waiters, w)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return rep, err
+	}
+	if err := db.QueryRowContext(ctx, q.lapsed).Scan(&rep.LapsedLocks); err != nil {
+		return rep, err
+	}
+	err = db.QueryRowContext(ctx, q.dead).Scan(&rep.DeadWaiters)
+	return rep, err
+}
+
+func printStatus(w io.Writer, rep statusReport, limit int) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(rep.Locks) == 0 {
+		fmt.Fprintln(tw, "No locks held.")
+	} else {
+		fmt.Fprintln(tw, "NAME\tOWNER HOST\tOWNER ID\tTOKEN\tHOLDS\tHELD FOR\tEXPIRES IN\tNOTE")
+		for _, l := range rep.Locks {
+			holds := fmt.Sprint(l.HoldCount)
+			if l.HoldCount == 0 {
+				holds = "0 (min-hold)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(l.Name), printable(l.OwnerHost), printable(l.OwnerID),
+				l.Token, holds, ms(l.HeldForMS), ms(l.ExpiresInMS), printable(shorten(l.Note, 40)))
+		}
+		if len(rep.Locks) == limit {
+			fmt.Fprintf(tw, "(the first %d; pass --limit for more)\n", limit)
+		}
+	}
+	fmt.Fprintln(tw)
+	if len(rep.Waiters) == 0 {
+		fmt.Fprintln(tw, "No waiters.")
+	} else {
+		fmt.Fprintln(tw, "WAITING FOR\tQUEUE ID\tOWNER HOST\tOWNER ID\tWAITING")
+		for _, wt := range rep.Waiters {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", printable(wt.Name), wt.ID, printable(wt.OwnerHost), printable(wt.OwnerID), ms(wt.WaitingForMS))
+		}
+		if len(rep.Waiters) == limit {
+			fmt.Fprintf(tw, "(the first %d; pass --limit for more)\n", limit)
+		}
+	}
+	if rep.LapsedLocks > 0 || rep.DeadWaiters > 0 {
+		fmt.Fprintf(tw, "\n%d lapsed lock rows and %d dead waiters: 'sqllock reap' deletes them once lapsed for longer than its --grace (default %v).\n",
+			rep.LapsedLocks, rep.DeadWaiters, reaper.DefaultGrace)
+	}
+	_ = tw.Flush()
+}
+
+// shorten cuts s to at most n runes.
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-3]) + "..."
+}
+
+// ms formats a duration given in milliseconds for people: to the
+// millisecond under a minute, to the second above.
+func ms(n int64) string {
+	d := time.Duration(n) * time.Millisecond
+	if d >= time.Minute || d <= -time.Minute {
+		d = d.Round(time.Second)
+	}
+	return d.String()
+}
+
+// printable keeps names and notes from breaking the table (or the
+// terminal): control characters are escaped.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) < 0 {
+		return s
+	}
+	q := fmt.Sprintf("%q", s)
+	return q[1 : len(q)-1]
+}
