@@ -1,0 +1,67 @@
+package main
+
+import "fmt"
+
+// tables are the report, one per section, filled dialect by dialect.
+type tables struct {
+	uncontended, handoff, throughput, memory, held, idle *table
+	// uncontendedChart and handoffChart are the p50s again, for -svg.
+	uncontendedChart, handoffChart *panel
+}
+
+func (t *tables) list() []*table {
+	return []*table{t.uncontended, t.handoff, t.throughput, t.memory, t.held, t.idle}
+}
+
+func newTables(cfg config) *tables {
+	t := &tables{
+		uncontended: &table{
+			title:  "Uncontended acquire + release",
+			header: []string{"db", "variant", "p50", "p99", "mean", "p50 vs raw SQL", "p50 vs advisory"},
+			left:   2,
+		},
+		handoff: &table{
+			title:  "Contended handoff: release → blocked waiter returns",
+			header: []string{"db", "variant", "waiter", "handoffs", "p50", "p99", "max", "p50 vs raw SQL", "p50 vs advisory"},
+			left:   3,
+		},
+		throughput: &table{
+			title: fmt.Sprintf("Throughput: %d goroutines × %d names each, acquire + release in a loop",
+				cfg.goroutines, cfg.namesEach),
+			header: []string{"db", "variant", "ops/s", "p50", "p99", "ops/s vs raw SQL", "ops/s vs advisory"},
+			left:   2,
+		},
+		memory: &table{
+			title:  "Memory in the Go process",
+			header: []string{"db", "what", "n", "heap each", "stacks each", "total each", "goroutines each"},
+			left:   2,
+		},
+		held: &table{
+			title:  "Acquire latency with many names held",
+			header: []string{"db", "names held", "rows in table", "fresh name p50", "p99", "used name p50", "p99", "naive p50", "p99", "fresh p50 vs naive"},
+			left:   1,
+		},
+		idle: &table{
+			title:  "Idle fair waiters: statements sent",
+			header: []string{"db", "fair waiters", "statements/s sent"},
+			left:   1,
+		},
+		uncontendedChart: &panel{title: "Uncontended acquire + release, p50 (log scale)"},
+		handoffChart:     &panel{title: "Handoff: release → blocked waiter returns, p50 (log scale)"},
+	}
+	t.uncontended.note("%d operations per variant, interleaved one by one in a rotating order; the latency of one acquire plus one release, as the caller sees it.", cfg.n)
+	t.uncontended.note("rowlock: `TryAcquire`+`Release` of one name (its row exists: the normal case); built on the naive recipe: `INSERT` a row into `dblock_locks`, `DELETE` it, through the pool.")
+	t.uncontended.note("forupdate: `Acquire`+`Release` (takes a pool connection, `BEGIN`, locks the row, draws a token, `COMMIT`; MySQL also sets and restores `wait_timeout`); built on raw `BEGIN; SELECT 1 FROM dblock_forupdate WHERE name = ? FOR UPDATE; COMMIT` through the pool.")
+	t.uncontended.note("advisory: PostgreSQL `SELECT pg_try_advisory_lock($1)` + `SELECT pg_advisory_unlock($1)`; MySQL `SELECT GET_LOCK(?, 0)` + `SELECT RELEASE_LOCK(?)`; on one pinned connection (no pool). No lease, no token, lost with the session.")
+	t.handoff.note("%d handoffs per variant, the variants taking turns round by round. Each round: a holder takes the lock, a waiter starts a blocking acquire, %v later the holder releases; the time from the start of the release to the waiter's acquire returning.", cfg.handoffs, cfg.pause)
+	t.handoff.note("rowlock, same process: the waiter is a second Locker in this process, woken directly by the release (no database round trip). Other process: a child process, woken by `LISTEN/NOTIFY` on PostgreSQL; on MySQL it polls (5 ms, doubling to 10 ms: `rowlock.DefaultMaxPollIntervalPolling`; a primary-key read while the lease has time left), so a handoff waits up to one pause.")
+	t.handoff.note("forupdate and raw `FOR UPDATE`: the waiter blocks in the database on the row lock; the holder's `COMMIT` wakes it. Advisory: `pg_advisory_lock($1)` / `GET_LOCK(?, 60)` blocking on a second pinned connection, woken by `pg_advisory_unlock` / `RELEASE_LOCK`.")
+	t.throughput.note("Each variant runs %d slices of %v, the variants taking turns slice by slice; ops/s is operations over the slices' total time, p50/p99 the latency of one acquire+release. Names are distinct per goroutine: no contention between goroutines, only for the server. Raw SQL: rowlock beside the naive `INSERT`+`DELETE`, forupdate beside raw `BEGIN; SELECT … FOR UPDATE; COMMIT`.", cfg.slices, cfg.slice)
+	t.memory.note("`runtime.ReadMemStats` before and after, each after forced collections (`runtime.GC`, `debug.FreeOSMemory`); the difference in HeapAlloc, StackInuse and goroutines divided by n. The pool is opened to its full size first so that new connections do not count.")
+	t.memory.note("Stacks are counted in 32 KiB spans that new goroutines share, so below %d items they cannot be told apart (—): each forupdate lock also has one goroutine (database/sql's watcher of the lock's transaction), at least 2 KiB of stack, and keeps one pool connection (the driver's buffers, not counted here, and a server session).", minStackN)
+	t.memory.note("Waiters block in `Acquire` on one held name; unfair waiters sleep in the process, fair ones also hold a row in `dblock_waiters` (its heartbeat is one goroutine per Locker).")
+	t.held.note("Names held: rows inserted in rowlock's shape, held by a live-looking owner with a 15-minute lease, then deleted by name. Rows in table: all of `dblock_locks`, other users' included.")
+	t.held.note("%d operations per variant and level, interleaved: `TryAcquire`+`Release` of a fresh name (no row yet: rowlock inserts it), of a name used before, and the naive `INSERT`+`DELETE` of a fresh name.", cfg.heldOps)
+	t.idle.note("All waiters queue, in one Locker, behind one holder (TTL 60 s); the statements per second the process sent over %v, the holder's renewals and the queue's heartbeats included, counted in the client (pgx's query tracer; MySQL's `COM_QUERY`/`COM_STMT_EXECUTE` packets) so that other programs' load on the servers does not count.", cfg.idleWindow)
+	return t
+}
