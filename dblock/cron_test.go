@@ -74,19 +74,35 @@ func TestCronGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 			var crons []*cron.Cron
 			for _, offset := range offsets {
 				// The tick as the replica's schedule meant it, independent of
-				// the guard's own attribution.
-				scheduledTick := func() time.Time { return time.Now().Add(-offset).Round(time.Second).UTC() }
+				// the guard's own attribution, taken when the replica fires:
+				// by the time the job runs, the acquire may have taken long
+				// enough (a loaded CI machine) to cross into the next second.
+				// A replica runs one tick at a time so that the job reads the
+				// tick its own firing recorded; a fire while the previous run
+				// is still going is skipped and not counted, as
+				// cron.SkipIfStillRunning would (blocking instead would delay
+				// the guard's own reading of the clock).
+				var (
+					replicaMu   sync.Mutex
+					firedAtTick time.Time
+				)
 				recordFire := func(j cron.Job) cron.Job {
 					return cron.FuncJob(func() {
-						tick := scheduledTick()
+						tick := time.Now().Add(-offset).Round(time.Second).UTC()
+						if !replicaMu.TryLock() {
+							t.Logf("replica %v: tick %v skipped: its previous run is still going", offset, tick.Format(time.TimeOnly))
+							return
+						}
+						defer replicaMu.Unlock()
 						mu.Lock()
 						fired[tick]++
 						mu.Unlock()
+						firedAtTick = tick
 						j.Run()
 					})
 				}
 				job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
-					tick := scheduledTick()
+					tick := firedAtTick // set by recordFire, which holds replicaMu
 					if guardTick, ok := dblock.CronTick(ctx); !ok || !guardTick.Equal(tick) {
 						report("replica %v: guard attributed the run to %v (ok %v), scheduled tick %v", offset, guardTick, ok, tick)
 					}
