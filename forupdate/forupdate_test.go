@@ -458,14 +458,23 @@ func TestPoolExhausted(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			l := newLocker(t, singleConnDB(t, tg), forupdate.WithConnTimeout(50*time.Millisecond))
+			db := singleConnDB(t, tg)
+			// Open the pool's one connection first: the short timeout below
+			// is for waiting on a busy pool, and dialing a fresh connection
+			// can take longer than that on a loaded machine.
+			if err := db.PingContext(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l := newLocker(t, db, forupdate.WithConnTimeout(50*time.Millisecond))
 			k := acquire(t, ctx, l, testdb.Name(t))
 			_, err := l.Acquire(ctx, testdb.Name(t)+"-other")
 			if !errors.Is(err, forupdate.ErrNoConnection) {
 				t.Fatalf("Acquire with the pool exhausted = %v, want ErrNoConnection", err)
 			}
 			release(t, k)
-			release(t, acquire(t, ctx, l, testdb.Name(t)+"-other"))
+			// The connection is back: a Locker with the default timeout
+			// gets it.
+			release(t, acquire(t, ctx, newLocker(t, db), testdb.Name(t)+"-other"))
 		})
 	}
 }

@@ -41,8 +41,11 @@ func TestSweepUnderLoad(t *testing.T) {
 			t.Logf("seeded %d lapsed rows in %v", loadRows, time.Since(seeded).Round(time.Millisecond))
 
 			l := newLocker(t, tg.DB)
-			// Held all along, renewing: must survive the sweep.
-			live, err := l.TryAcquire(ctx, prefix+"live", dblock.TTL(time.Second))
+			// Held all along, renewing (every TTL/3, about three times
+			// during the sweep): its row must survive. The TTL is long
+			// enough that the loaded machine cannot delay a renewal past it,
+			// which would make the holder give the lock up on its own.
+			live, err := l.TryAcquire(ctx, prefix+"live", dblock.TTL(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,6 +78,9 @@ func TestSweepUnderLoad(t *testing.T) {
 			}
 			if n := rowsWithPrefix(t, tg, prefix+"lapsed/"); n != 0 {
 				t.Errorf("%d lapsed rows left", n)
+			}
+			if !lockExists(t, tg, live.Name()) {
+				t.Errorf("the sweep deleted the row of the live lock %q", live.Name())
 			}
 			if err := live.Err(); err != nil {
 				t.Errorf("live lock lost during the sweep: %v", err)
