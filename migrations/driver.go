@@ -62,10 +62,32 @@ func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect) (*driver, 
 		return nil, fmt.Errorf("%w: %q", dblock.ErrUnknownDialect, d)
 	}
 	drv := &driver{ctx: ctx, conn: conn, dialect: sqls}
-	if _, err := conn.ExecContext(ctx, sqls.createTable); err != nil {
-		return nil, dblock.WrapDBError("create "+MigrationsTable, err)
+	if err := drv.ensureTable(); err != nil {
+		return nil, err
 	}
 	return drv, nil
+}
+
+// ensureTable creates the history table under the migration lock.
+// PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe against itself: two
+// sessions can both find no table, and the loser fails with 23505 (on
+// pg_type) or 42P07 instead of doing nothing, which is exactly what several
+// replicas starting against a fresh database do. golang-migrate's own
+// drivers also lock before creating their table. The table must exist
+// before golang-migrate runs, because its Version does not lock.
+func (d *driver) ensureTable() (err error) {
+	if err := d.Lock(); err != nil {
+		return err
+	}
+	defer func() {
+		if unlockErr := d.Unlock(); err == nil {
+			err = unlockErr
+		}
+	}()
+	if _, err := d.conn.ExecContext(d.ctx, d.dialect.createTable); err != nil {
+		return dblock.WrapDBError("create "+MigrationsTable, err)
+	}
+	return nil
 }
 
 func (d *driver) Open(string) (database.Driver, error) {

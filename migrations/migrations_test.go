@@ -2,51 +2,62 @@ package migrations_test
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 )
 
-// isolated returns a pool on a schema (PostgreSQL) or database (MySQL) of
-// its own, so that Down here never drops the tables other packages' tests
-// use at the same time.
-func isolated(t *testing.T, tg testdb.Target) *sql.DB {
+// isolated returns a pool on a new schema (PostgreSQL) or database (MySQL)
+// of its own, dropped when the test ends, so that Down here never drops the
+// tables other packages' tests use at the same time, and so that every call
+// starts from nothing (as a fresh deployment does). It also returns the DSN
+// of that schema, for pools of other kinds (golang-migrate's own drivers).
+func isolated(t *testing.T, tg testdb.Target) (*sql.DB, string) {
 	t.Helper()
-	ctx := t.Context()
-	const name = "sqllock_migrations_test"
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "sqllock_migrations_" + hex.EncodeToString(b[:])
+	create, drop := `CREATE SCHEMA `+name, `DROP SCHEMA IF EXISTS `+name+` CASCADE`
+	if tg.Dialect == dblock.MySQL {
+		create, drop = `CREATE DATABASE `+name, `DROP DATABASE IF EXISTS `+name
+	}
+	if _, err := tg.DB.ExecContext(t.Context(), create); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := tg.DB.ExecContext(context.Background(), drop); err != nil {
+			t.Errorf("%s: %v", drop, err)
+		}
+	})
+	var dsn string
 	if tg.Dialect == dblock.Postgres {
-		if _, err := tg.DB.ExecContext(ctx, `DROP SCHEMA IF EXISTS `+name+` CASCADE`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tg.DB.ExecContext(ctx, `CREATE SCHEMA `+name); err != nil {
-			t.Fatal(err)
-		}
 		sep := "?"
 		if strings.Contains(tg.DSN, "?") {
 			sep = "&"
 		}
-		return testdb.Open(t, tg, tg.DSN+sep+"search_path="+name)
+		dsn = tg.DSN + sep + "search_path=" + name
+	} else {
+		cfg, err := mysql.ParseDSN(tg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.DBName = name
+		dsn = cfg.FormatDSN()
 	}
-	if _, err := tg.DB.ExecContext(ctx, `DROP DATABASE IF EXISTS `+name); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tg.DB.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
-		t.Fatal(err)
-	}
-	i := strings.LastIndex(tg.DSN, "/")
-	rest, params := tg.DSN[i+1:], ""
-	if j := strings.Index(rest, "?"); j >= 0 {
-		params = rest[j:]
-	}
-	return testdb.Open(t, tg, tg.DSN[:i+1]+name+params)
+	return testdb.Open(t, tg, dsn), dsn
 }
 
 func tableCount(t *testing.T, db *sql.DB, d dblock.Dialect) int {
@@ -66,7 +77,7 @@ func TestUpDownVersion(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
-			db := isolated(t, tg)
+			db, _ := isolated(t, tg)
 			if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != 0 || dirty {
 				t.Fatalf("Version before Up = %d %v %v, want 0", v, dirty, err)
 			}
@@ -125,6 +136,71 @@ func TestUpDownVersion(t *testing.T) {
 			}
 			if inUse := db.Stats().InUse; inUse != 0 {
 				t.Fatalf("%d connections left checked out after Down", inUse)
+			}
+		})
+	}
+}
+
+// TestConcurrentUpFreshSchema starts several replicas at once against a
+// database that has never been migrated, which is when their first
+// statements race: PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe
+// against itself (two sessions can both see no table and one then fails
+// with 23505 on pg_type or 42P07), so nothing may be created before the
+// migration lock is held. Each round gets a new schema, so every round
+// races on creation.
+func TestConcurrentUpFreshSchema(t *testing.T) {
+	const rounds, replicas = 6, 8
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			for round := range rounds {
+				t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
+					ctx := t.Context()
+					db, _ := isolated(t, tg)
+					// Open the connections first, so the Up calls do not
+					// spread out behind connection set-up and really overlap.
+					db.SetMaxIdleConns(replicas)
+					conns := make([]*sql.Conn, replicas)
+					for i := range conns {
+						c, err := db.Conn(ctx)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := c.PingContext(ctx); err != nil {
+							t.Fatal(err)
+						}
+						conns[i] = c
+					}
+					for _, c := range conns {
+						_ = c.Close()
+					}
+
+					start := make(chan struct{})
+					errs := make([]error, replicas)
+					var wg sync.WaitGroup
+					for i := range errs {
+						wg.Go(func() {
+							<-start
+							errs[i] = migrations.Up(ctx, db, tg.Dialect)
+						})
+					}
+					close(start)
+					wg.Wait()
+					for i, err := range errs {
+						if err != nil {
+							t.Errorf("replica %d: Up: %v", i, err)
+						}
+					}
+					if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != migrations.Latest || dirty {
+						t.Fatalf("Version after concurrent Up = %d dirty=%v %v, want %d", v, dirty, err, migrations.Latest)
+					}
+					want := map[dblock.Dialect]int{dblock.Postgres: 4, dblock.MySQL: 5}[tg.Dialect]
+					if n := tableCount(t, db, tg.Dialect); n != want {
+						t.Fatalf("%d dblock_ tables after Up, want %d", n, want)
+					}
+					if inUse := db.Stats().InUse; inUse != 0 {
+						t.Fatalf("%d connections left checked out", inUse)
+					}
+				})
 			}
 		})
 	}
