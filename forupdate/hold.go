@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/clock"
 )
 
 // hold is a lock held in the database: a transaction holding the row lock,
@@ -46,7 +47,7 @@ func newHold(l *Locker, key holdKey, token int64, ttl time.Duration, conn *sql.C
 	h := &hold{
 		l: l, key: key, token: token, ttl: ttl, conn: conn, tx: tx, txCancel: txCancel,
 		handles:   make(map[*Lock]struct{}),
-		lastAlive: time.Now(),
+		lastAlive: clock.Now(),
 	}
 	h.mu.Lock()
 	h.timer = time.AfterFunc(h.pingInterval(), h.tick)
@@ -139,7 +140,7 @@ func (h *hold) ping(ctx context.Context) (pingOutcome, error) {
 	var outcome pingOutcome
 	var sent time.Time
 	err := h.conn.Raw(func(dc any) error {
-		sent = time.Now()
+		sent = clock.Now()
 		deadline := alive.Add(limit)
 		if !sent.Before(deadline) {
 			// Raw waited for a statement of the lock's user to return: the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/clock"
 )
 
 // Lock is one hold of a lock taken by a Locker. It is safe for concurrent
@@ -91,7 +92,7 @@ func (k *Lock) Err() error {
 	k.mu.Lock()
 	err, deadline, released := k.err, k.deadline, k.released
 	k.mu.Unlock()
-	if err == nil && !released && !time.Now().Before(deadline) {
+	if err == nil && !released && !clock.Now().Before(deadline) {
 		k.lose(errors.New("lease deadline passed before a renewal succeeded"))
 		return k.Err()
 	}
@@ -119,7 +120,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 }
 
 func (k *Lock) renewOnce(ctx context.Context) error {
-	sent := time.Now()
+	sent := clock.Now()
 	var ok bool
 	err := dblock.RetryContention(ctx, func() (err error) {
 		ok, err = k.l.store.renew(ctx, k.h, k.ttl)
@@ -146,7 +147,7 @@ func (k *Lock) renewLoop() {
 	defer close(k.renewDone)
 	interval := k.ttl / 3
 	retry := max(k.ttl/20, 10*time.Millisecond)
-	next := time.Now().Add(interval)
+	next := clock.Now().Add(interval)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	var lastErr error
@@ -167,7 +168,7 @@ func (k *Lock) renewLoop() {
 		k.mu.Lock()
 		deadline = k.deadline
 		k.mu.Unlock()
-		if !time.Now().Before(deadline) {
+		if !clock.Now().Before(deadline) {
 			if lastErr == nil {
 				lastErr = errors.New("no renewal finished")
 			}
@@ -187,10 +188,10 @@ func (k *Lock) renewLoop() {
 		case err != nil:
 			lastErr = err
 			k.l.cfg.logger.Warn("rowlock: renewal failed; retrying", "name", k.h.name, "error", err)
-			next = time.Now().Add(retry)
+			next = clock.Now().Add(retry)
 		default:
 			lastErr = nil
-			next = time.Now().Add(interval)
+			next = clock.Now().Add(interval)
 		}
 	}
 }

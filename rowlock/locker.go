@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/queue"
 )
 
@@ -293,7 +294,7 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 	var out outcome
 	var sent time.Time
 	err := dblock.RetryContention(ctx, func() (err error) {
-		sent = time.Now()
+		sent = clock.Now()
 		out, err = l.store.tryAcquire(ctx, a)
 		return err
 	})
