@@ -147,6 +147,18 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 			return timeHandoff(ctx, cfg.pause, lockOf(fh, name), lockOf(fw, name))
 		}})
 	}
+	naive, err := newNaiveBlocking(ctx, e, e.newName("h-naive"))
+	if err != nil {
+		return err
+	}
+	closers = append(closers, naive.close)
+	naiveIndex := len(variants)
+	variants = append(variants, handoffVariant{"naive INSERT/DELETE (raw)", "same process, " + naive.waiterKind(), "naive INSERT/DELETE (raw)",
+		func(ctx context.Context) (time.Duration, error) {
+			return timeHandoff(ctx, cfg.pause,
+				func() (func() error, error) { return naive.hold(ctx) },
+				func() (func() error, error) { return naive.wait(ctx) })
+		}})
 	rawName := e.newName("h-rawfu")
 	if err := e.fuCreate(ctx, rawName); err != nil {
 		return err
@@ -205,11 +217,15 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 	}
 	adv := res[len(res)-1][warmup:]
 	raw := res[len(res)-2][warmup:]
+	naiveRaw := res[naiveIndex][warmup:]
 	for i, v := range variants {
 		s := res[i][warmup:]
 		vsRaw := "—"
-		if v.name == "forupdate" {
+		switch {
+		case v.name == "forupdate":
 			vsRaw = dratio(s.pct(50), raw.pct(50))
+		case strings.HasPrefix(v.name, "rowlock"):
+			vsRaw = dratio(s.pct(50), naiveRaw.pct(50))
 		}
 		t.add(e.target.name, v.name, v.waiter, fmt.Sprint(len(s)), dur(s.pct(50)), dur(s.pct(99)), dur(s.pct(100)),
 			vsRaw, dratio(s.pct(50), adv.pct(50)))

@@ -14,6 +14,12 @@ type dialectSQL struct {
 	// naiveInsert and naiveDelete are the classic lock-table recipe on
 	// rowlock's own table: INSERT to acquire, DELETE to release.
 	naiveInsert, naiveDelete string
+	// naiveTryInsert is the naive recipe's try that does not fail on a
+	// taken name (0 rows affected), and naiveReleaseNotify its release that
+	// announces itself to LISTENing waiters ($2 is the channel), on
+	// PostgreSQL only: the recipe's blocking acquire, as a user would build
+	// it without sqllock.
+	naiveTryInsert, naiveReleaseNotify string
 	// advTry, advLock and advUnlock are the server's own named locks, held
 	// by a session: PostgreSQL advisory locks (keyed by a bigint), MySQL
 	// GET_LOCK (keyed by the name).
@@ -31,11 +37,16 @@ var dialects = map[dblock.Dialect]dialectSQL{
 		naiveInsert: `INSERT INTO dblock_locks (name, stripe, token, owner_host, owner_id, acquired_at, min_hold_until, expires_at)
 VALUES ($1, 0, 1, 'h', 'o', clock_timestamp(), clock_timestamp(), clock_timestamp() + interval '30 seconds')`,
 		naiveDelete: `DELETE FROM dblock_locks WHERE name = $1`,
-		advTry:      `SELECT pg_try_advisory_lock($1)`,
-		advLock:     `SELECT pg_advisory_lock($1)`,
-		advUnlock:   `SELECT pg_advisory_unlock($1)`,
-		fuCreate:    `INSERT INTO dblock_forupdate (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
-		fuLock:      `SELECT 1 FROM dblock_forupdate WHERE name = $1 FOR UPDATE`,
+		naiveTryInsert: `INSERT INTO dblock_locks (name, stripe, token, owner_host, owner_id, acquired_at, min_hold_until, expires_at)
+VALUES ($1, 0, 1, 'h', 'o', clock_timestamp(), clock_timestamp(), clock_timestamp() + interval '30 seconds')
+ON CONFLICT (name) DO NOTHING`,
+		naiveReleaseNotify: `WITH gone AS (DELETE FROM dblock_locks WHERE name = $1 RETURNING name)
+SELECT pg_notify($2, name) FROM gone`,
+		advTry:    `SELECT pg_try_advisory_lock($1)`,
+		advLock:   `SELECT pg_advisory_lock($1)`,
+		advUnlock: `SELECT pg_advisory_unlock($1)`,
+		fuCreate:  `INSERT INTO dblock_forupdate (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
+		fuLock:    `SELECT 1 FROM dblock_forupdate WHERE name = $1 FOR UPDATE`,
 		bulkRows: `INSERT INTO dblock_locks
     (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
 SELECT n, s, 1, 'sqllock-bench', $3, 1, 'sqllock bench: held names', clock_timestamp(), clock_timestamp(),
@@ -46,11 +57,13 @@ FROM unnest($1::text[], $2::integer[]) AS t(n, s)`,
 		naiveInsert: `INSERT INTO dblock_locks (name, stripe, token, owner_host, owner_id, acquired_at, min_hold_until, expires_at)
 VALUES (?, 0, 1, 'h', 'o', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)`,
 		naiveDelete: `DELETE FROM dblock_locks WHERE name = ?`,
-		advTry:      `SELECT GET_LOCK(?, 0)`,
-		advLock:     `SELECT GET_LOCK(?, 60)`,
-		advUnlock:   `SELECT RELEASE_LOCK(?)`,
-		fuCreate:    `INSERT IGNORE INTO dblock_forupdate (name) VALUES (?)`,
-		fuLock:      `SELECT 1 FROM dblock_forupdate WHERE name = ? FOR UPDATE`,
+		naiveTryInsert: `INSERT IGNORE INTO dblock_locks (name, stripe, token, owner_host, owner_id, acquired_at, min_hold_until, expires_at)
+VALUES (?, 0, 1, 'h', 'o', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)`,
+		advTry:    `SELECT GET_LOCK(?, 0)`,
+		advLock:   `SELECT GET_LOCK(?, 60)`,
+		advUnlock: `SELECT RELEASE_LOCK(?)`,
+		fuCreate:  `INSERT IGNORE INTO dblock_forupdate (name) VALUES (?)`,
+		fuLock:    `SELECT 1 FROM dblock_forupdate WHERE name = ? FOR UPDATE`,
 		bulkRows: `(?, ?, 1, 'sqllock-bench', ?, 1, 'sqllock bench: held names', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),
     UTC_TIMESTAMP(6) + INTERVAL 15 MINUTE)`,
 	},
