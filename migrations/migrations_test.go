@@ -12,8 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4"
+	gmysql "github.com/golang-migrate/migrate/v4/database/mysql"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
@@ -115,16 +119,6 @@ func TestUpDownVersion(t *testing.T) {
 			if inUse := db.Stats().InUse; inUse != 0 {
 				t.Fatalf("%d connections left checked out", inUse)
 			}
-			// The application's own golang-migrate table is not touched.
-			var appTables int
-			q := `SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations' AND table_schema = current_schema()`
-			if tg.Dialect == dblock.MySQL {
-				q = `SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations' AND table_schema = DATABASE()`
-			}
-			if err := db.QueryRowContext(ctx, q).Scan(&appTables); err != nil || appTables != 0 {
-				t.Fatalf("schema_migrations tables: %d, %v", appTables, err)
-			}
-
 			if err := migrations.Down(ctx, db, tg.Dialect); err != nil {
 				t.Fatalf("Down: %v", err)
 			}
@@ -136,6 +130,186 @@ func TestUpDownVersion(t *testing.T) {
 			}
 			if inUse := db.Stats().InUse; inUse != 0 {
 				t.Fatalf("%d connections left checked out after Down", inUse)
+			}
+		})
+	}
+}
+
+// appMigrations is an application's own golang-migrate history: one
+// migration that creates a table of its own.
+var appMigrations = fstest.MapFS{
+	"1_orders.up.sql":   {Data: []byte("CREATE TABLE app_orders (id BIGINT NOT NULL PRIMARY KEY)")},
+	"1_orders.down.sql": {Data: []byte("DROP TABLE app_orders")},
+}
+
+// migrateApp runs the application's migrations with golang-migrate's own
+// driver, as the application would, on a pool of its own (golang-migrate
+// closes it) and returns the version golang-migrate then reports.
+// PostgreSQL: golang-migrate's pgx/v5 driver needs github.com/jackc/pgerrcode,
+// which this module does not require, so its table and row are written
+// here with the driver's own DDL (database/pgx/v5/pgx.go,
+// ensureVersionTable) and SetVersion's INSERT.
+func migrateApp(t *testing.T, tg testdb.Target, db *sql.DB, dsn string, up bool) (version uint, dirty bool) {
+	t.Helper()
+	ctx := t.Context()
+	if tg.Dialect == dblock.Postgres {
+		if up {
+			for _, q := range []string{
+				`CREATE TABLE IF NOT EXISTS "schema_migrations" (version bigint not null primary key, dirty boolean not null)`,
+				string(appMigrations["1_orders.up.sql"].Data),
+				`TRUNCATE "schema_migrations"`,
+				`INSERT INTO "schema_migrations" (version, dirty) VALUES (1, false)`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		}
+		if err := db.QueryRowContext(ctx, `SELECT version, dirty FROM "schema_migrations" LIMIT 1`).Scan(&version, &dirty); err != nil {
+			t.Fatalf("application's version: %v", err)
+		}
+		return version, dirty
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MultiStatements = true // golang-migrate's mysql driver requires it
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := gmysql.WithInstance(sql.OpenDB(conn), &gmysql.Config{})
+	if err != nil {
+		t.Fatalf("golang-migrate mysql driver: %v", err)
+	}
+	src, err := iofs.New(appMigrations, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if srcErr, dbErr := m.Close(); srcErr != nil || dbErr != nil {
+			t.Errorf("closing golang-migrate: %v %v", srcErr, dbErr)
+		}
+	}()
+	if up {
+		if err := m.Up(); err != nil {
+			t.Fatalf("application's golang-migrate Up: %v", err)
+		}
+	}
+	version, dirty, err = m.Version()
+	if err != nil {
+		t.Fatalf("application's golang-migrate Version: %v", err)
+	}
+	return version, dirty
+}
+
+// appState is everything of the application's that sqllock must leave
+// alone: its history rows and its table.
+func appState(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), `SELECT version, dirty FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatalf("reading the application's history: %v", err)
+	}
+	defer rows.Close()
+	var state []string
+	for rows.Next() {
+		var version int64
+		var dirty bool
+		if err := rows.Scan(&version, &dirty); err != nil {
+			t.Fatal(err)
+		}
+		state = append(state, fmt.Sprintf("version %d dirty %v", version, dirty))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var orders int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM app_orders`).Scan(&orders); err != nil {
+		t.Fatalf("the application's table: %v", err)
+	}
+	return strings.Join(state, ", ") + fmt.Sprintf("; app_orders has %d rows", orders)
+}
+
+// assertPoolClean checks that the caller's pool is open, has nothing
+// checked out, and that its connection (the pool has one) holds no
+// migration lock that would stall the next Up.
+func assertPoolClean(t *testing.T, tg testdb.Target, db *sql.DB, after string) {
+	t.Helper()
+	ctx := t.Context()
+	if inUse := db.Stats().InUse; inUse != 0 {
+		t.Fatalf("%d connections left checked out after %s", inUse, after)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatalf("caller's pool unusable after %s: %v", after, err)
+	}
+	defer conn.Close()
+	q := `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT count(*) FROM (SELECT 1 AS one) x WHERE IS_USED_LOCK('sqllock_schema_migrations') = CONNECTION_ID()`
+	}
+	var held int
+	if err := conn.QueryRowContext(ctx, q).Scan(&held); err != nil {
+		t.Fatalf("caller's pool unusable after %s: %v", after, err)
+	}
+	if held != 0 {
+		t.Fatalf("the caller's connection still holds the migration lock after %s", after)
+	}
+}
+
+// TestAppHistoryUntouched migrates an application with golang-migrate
+// first, as a real service has, then runs sqllock's Up, Version and Down
+// on the same schema: the application's history and tables must be as
+// they were, and the caller's single-connection pool must come back open,
+// idle and holding no lock.
+func TestAppHistoryUntouched(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			db, dsn := isolated(t, tg)
+			// One connection: Up must make do with it and give it back.
+			db.SetMaxOpenConns(1)
+			if v, dirty := migrateApp(t, tg, db, dsn, true); v != 1 || dirty {
+				t.Fatalf("application at version %d dirty=%v after its own migration, want 1", v, dirty)
+			}
+			want := "version 1 dirty false; app_orders has 0 rows"
+			if got := appState(t, db); got != want {
+				t.Fatalf("application's state before sqllock: %s, want %s", got, want)
+			}
+
+			if err := migrations.Up(ctx, db, tg.Dialect); err != nil {
+				t.Fatalf("Up: %v", err)
+			}
+			assertPoolClean(t, tg, db, "Up")
+			if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != migrations.Latest || dirty {
+				t.Fatalf("Version after Up = %d %v %v, want %d", v, dirty, err, migrations.Latest)
+			}
+			assertPoolClean(t, tg, db, "Version")
+			if got := appState(t, db); got != want {
+				t.Fatalf("application's state after sqllock's Up: %s, want %s", got, want)
+			}
+			if v, dirty := migrateApp(t, tg, db, dsn, false); v != 1 || dirty {
+				t.Fatalf("golang-migrate reports the application at %d dirty=%v after sqllock's Up, want 1", v, dirty)
+			}
+
+			if err := migrations.Down(ctx, db, tg.Dialect); err != nil {
+				t.Fatalf("Down: %v", err)
+			}
+			assertPoolClean(t, tg, db, "Down")
+			if v, _, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != 0 {
+				t.Fatalf("Version after Down = %d, %v", v, err)
+			}
+			if got := appState(t, db); got != want {
+				t.Fatalf("application's state after sqllock's Down: %s, want %s", got, want)
+			}
+			if v, dirty := migrateApp(t, tg, db, dsn, false); v != 1 || dirty {
+				t.Fatalf("golang-migrate reports the application at %d dirty=%v after sqllock's Down, want 1", v, dirty)
 			}
 		})
 	}
