@@ -111,3 +111,45 @@ func acquiredAtMicros(t testing.TB, tg testdb.Target, name string) int64 {
 	}
 	return us
 }
+
+// dbNowMicros reads the database clock, in microseconds since the epoch.
+func dbNowMicros(t testing.TB, tg testdb.Target) int64 {
+	t.Helper()
+	q := `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+	}
+	var us int64
+	if err := tg.DB.QueryRowContext(context.Background(), q).Scan(&us); err != nil {
+		t.Fatalf("database clock: %v", err)
+	}
+	return us
+}
+
+// expiresAtMicros reads a lock's expires_at, by the database clock, in
+// microseconds since the epoch.
+func expiresAtMicros(t testing.TB, tg testdb.Target, name string) int64 {
+	t.Helper()
+	q := `SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM dblock_locks WHERE name = $1`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) FROM dblock_locks WHERE name = ?`
+	}
+	var us int64
+	if err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&us); err != nil {
+		t.Fatalf("expires_at of %q: %v", name, err)
+	}
+	return us
+}
+
+// waitDBClockPast polls (bounded) until the database clock is past us
+// (microseconds since the epoch).
+func waitDBClockPast(t testing.TB, tg testdb.Target, us int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // a bound against hangs only
+	for dbNowMicros(t, tg) <= us {
+		if time.Now().After(deadline) {
+			t.Fatalf("database clock never passed %d", us)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -68,11 +68,19 @@ SET expires_at = IF(hold_count = 1, GREATEST(min_hold_until, UTC_TIMESTAMP(6)), 
     hold_count = hold_count - 1
 WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ? AND hold_count > 0`
 
+	// myRenew never shortens the lease (see pgRenew) nor revives a lapsed
+	// one. When the lease already reaches further it changes nothing, and
+	// MySQL then reports 0 affected rows: myHeld tells that case apart.
 	myRenew = `
 UPDATE ` + locksTable + `
-SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ? AND hold_count > 0
   AND expires_at > UTC_TIMESTAMP(6)`
+
+	myHeld = `
+SELECT 1 FROM ` + locksTable + `
+WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ?
+  AND hold_count > 0 AND expires_at > UTC_TIMESTAMP(6)`
 
 	// LOCK IN SHARE MODE rather than FOR SHARE: MariaDB has only the former.
 	myCheckHeld = `
@@ -180,6 +188,12 @@ func (s mysqlStore) renew(ctx context.Context, h holder, ttl time.Duration) (ok 
 		return false, err
 	}
 	ok, err = execOne(ctx, tx, myRenew, micros(ttl), h.name, h.host, h.ownerID, h.token)
+	if err == nil && !ok {
+		// Nothing changed: the lease was not ours, had lapsed, or already
+		// reached past now+ttl (a longer reentrant hold). The UPDATE has
+		// locked the row if it matched, so this read settles which.
+		ok, err = queryOne(ctx, tx, myHeld, h.name, h.host, h.ownerID, h.token)
+	}
 	if err != nil {
 		return false, errors.Join(err, ignoreDone(tx.Rollback()))
 	}

@@ -131,9 +131,12 @@ UPDATE ` + locksTable + ` SET wanted = true
 WHERE name = $1 AND expires_at > clock_timestamp()
 RETURNING GREATEST(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint)`
 
+	// pgRenew never shortens the lease: reentrant holds share the row, and
+	// a short inner hold's renewal must not cut the lease of a longer
+	// outer one. It never revives a lapsed one either.
 	pgRenew = `
 UPDATE ` + locksTable + `
-SET expires_at = clock_timestamp() + $5::bigint * interval '1 microsecond'
+SET expires_at = GREATEST(expires_at, clock_timestamp() + $5::bigint * interval '1 microsecond')
 WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4 AND hold_count > 0
   AND expires_at > clock_timestamp()`
 

@@ -89,7 +89,9 @@ type store interface {
 	// its token), or with MinHold pending leaves it to lapse at
 	// acquired_at+MinHold. ok is false when the row is not held by h.
 	release(ctx context.Context, h holder) (ok bool, err error)
-	// renew pushes the lease to now+ttl by the database clock. ok is false
+	// renew pushes the lease to at least now+ttl by the database clock; it
+	// never shortens it, since reentrant holds with different TTLs share
+	// the row and the longest must win. ok is false
 	// when the row is no longer held by h, or its lease has lapsed: a lapsed
 	// lease is never revived, so a renewal that reaches the server late
 	// (MySQL keeps running a statement whose client gave up while it waits
