@@ -64,15 +64,56 @@ func (c skewedClock) Now() time.Time                  { return time.Now().Add(c.
 func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 
-// firingLocker records, for each call of Lock, the tick the replica meant.
+// firingLocker records, for each call of Lock, the tick the replica meant,
+// and hands it to the run: gocron calls Lock when it fires the job, then
+// runs the task, then Unlock, on one goroutine. The tick must be taken at
+// the fire: by the time the task runs, the acquire may have taken long
+// enough (a loaded CI machine) to cross into the next second. A replica
+// runs one tick at a time, so that the task reads the tick its own fire
+// recorded; a fire while the previous run is still going is skipped and
+// not counted, as gocron's singleton mode would, and so is a fire whose
+// Lock the scheduler's shutdown cut short.
 type firingLocker struct {
 	gocron.Locker
-	fire func()
+	tick func() time.Time     // the tick by the replica's clock, now
+	fire func(tick time.Time) // records a fire
+
+	running sync.Mutex // held from Lock to Unlock
+	fired   time.Time  // the tick of the run under way; read under running
 }
 
-func (f firingLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
-	f.fire()
-	return f.Locker.Lock(ctx, key)
+var errStillRunning = errors.New("previous run still going")
+
+func (f *firingLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	tick := f.tick()
+	if !f.running.TryLock() {
+		return nil, errStillRunning
+	}
+	lock, err := f.Locker.Lock(ctx, key)
+	// A fire cut short by the scheduler's shutdown (gocron ends the job's
+	// context) owes no run; any other fire counts, whoever won it.
+	if err == nil || ctx.Err() == nil {
+		f.fire(tick)
+	}
+	if err != nil {
+		f.running.Unlock()
+		return nil, err
+	}
+	f.fired = tick
+	return firingUnlock{Lock: lock, f: f}, nil
+}
+
+// firedTick is the tick of the run under way: call it from the task.
+func (f *firingLocker) firedTick() time.Time { return f.fired }
+
+type firingUnlock struct {
+	gocron.Lock
+	f *firingLocker
+}
+
+func (u firingUnlock) Unlock(ctx context.Context) error {
+	defer u.f.running.Unlock()
+	return u.Lock.Unlock(ctx)
 }
 
 // TestLockerThreeSchedulersRunEachTickOnce: three gocron schedulers, each
@@ -90,20 +131,22 @@ func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 			var schedulers []gocron.Scheduler
 			for _, skew := range skews {
 				clock := skewedClock{Clock: clockwork.NewRealClock(), skew: skew}
-				// The tick by the replica's own clock, independent of the
-				// Locker's attribution.
-				tick := func() time.Time { return clock.Now().Round(time.Second).UTC() }
 				locker, err := gocronlock.NewLocker(newRowLocker(t, tg.DB))
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := newScheduler(t, gocron.WithClock(clock), gocron.WithDistributedLocker(firingLocker{
+				firing := &firingLocker{
 					Locker: locker,
-					fire:   func() { mu.Lock(); fired[tick()]++; mu.Unlock() },
-				}))
+					// The tick by the replica's own clock, independent of
+					// the Locker's attribution.
+					tick: func() time.Time { return clock.Now().Round(time.Second).UTC() },
+					fire: func(tick time.Time) { mu.Lock(); fired[tick]++; mu.Unlock() },
+				}
+				s := newScheduler(t, gocron.WithClock(clock), gocron.WithDistributedLocker(firing))
 				_, err = s.NewJob(gocron.CronJob("* * * * * *", true), gocron.NewTask(func() {
+					tick := firing.firedTick() // set by Lock, which holds firing.running
 					mu.Lock()
-					ran[tick()]++
+					ran[tick]++
 					mu.Unlock()
 				}), gocron.WithName(job))
 				if err != nil {
@@ -120,7 +163,6 @@ func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-
 			mu.Lock()
 			defer mu.Unlock()
 			contended := 0
