@@ -135,6 +135,15 @@ func CronGuard(l Locker, name string, opts ...GuardOption) cron.JobWrapper {
 
 // NewCronGuard is CronGuard returning configuration errors (wrapping
 // ErrInvalidOption or ErrInvalidName) instead of panicking.
+//
+// It also refuses, with an error wrapping ErrInvalidOption, a Locker that
+// would refuse the guard's acquisitions at every run (see OptionChecker)
+// or that keeps a row for every name (NameKeeper) when names are per tick.
+// A forupdate Locker is both: it cannot hold a lock past its release
+// (MinHold), and its rows are permanent. Over it, only
+// GuardTick(0) with GuardMinHold(0) is accepted, which serializes the
+// replicas' runs but does not deduplicate them; use rowlock to run each
+// tick once.
 func NewCronGuard(l Locker, name string, opts ...GuardOption) (cron.JobWrapper, error) {
 	cfg := guardConfig{tick: DefaultGuardTick, ttl: DefaultTTL, logger: slog.New(slog.DiscardHandler), ctx: context.Background()}
 	for _, opt := range opts {
@@ -167,6 +176,16 @@ func NewCronGuard(l Locker, name string, opts ...GuardOption) (cron.JobWrapper, 
 	}
 	lockOpts := []Option{TTL(cfg.ttl), MinHold(cfg.minHold)}
 	if _, err := ResolveOptions(lockOpts...); err != nil {
+		return nil, fmt.Errorf("dblock: CronGuard: %w", err)
+	}
+	// Refused here rather than at every tick: the guard's runs report lock
+	// errors only to its logger, silent by default, so a Locker refusing
+	// the guard's options would never run the job and say nothing.
+	if cfg.tick > 0 && keepsNames(l) {
+		return nil, fmt.Errorf("dblock: CronGuard: %w", &OptionError{Option: "GuardTick",
+			Reason: fmt.Sprintf("the Locker (%T) keeps a row for every name it locks, and per-tick names would leave one per tick: use GuardTick(0), or a Locker with leases (rowlock)", l)})
+	}
+	if err := CheckOptions(l, lockOpts...); err != nil {
 		return nil, fmt.Errorf("dblock: CronGuard: %w", err)
 	}
 	if err := ValidateName(name); err != nil {

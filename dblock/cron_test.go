@@ -15,6 +15,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/forupdate"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
@@ -336,6 +337,119 @@ func TestCronGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
 				t.Fatalf("job context after GuardContext ended: %v, want canceled", cause)
 			}
 		})
+	}
+}
+
+// TestCronGuardRefusesWhatTheLockerRefuses: a forupdate Locker refuses a
+// positive MinHold at every acquisition and keeps a row for every name. A
+// guard over it with the defaults (per-tick names, MinHold one tick) would
+// never run the job and, its logger discarding, never say why; so
+// NewCronGuard refuses it, naming the option. What the Locker accepts
+// (one name, no MinHold) runs the job under the lock, and leaves no
+// per-tick rows.
+func TestCronGuardRefusesWhatTheLockerRefuses(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			fu, err := forupdate.New(tg.DB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := testdb.Name(t)
+			refused := []struct {
+				what   string
+				opts   []dblock.GuardOption
+				option string
+			}{
+				{"the defaults: per-tick names and MinHold", nil, "GuardTick"},
+				{"per-tick names without MinHold", []dblock.GuardOption{dblock.GuardMinHold(0)}, "GuardTick"},
+				{"one name, the default MinHold", []dblock.GuardOption{dblock.GuardTick(0)}, "MinHold"},
+				{"one name, a MinHold", []dblock.GuardOption{dblock.GuardTick(0), dblock.GuardMinHold(time.Minute)}, "MinHold"},
+				{"waiting, one name, a MinHold", []dblock.GuardOption{dblock.GuardTick(0), dblock.GuardWait(time.Second)}, "MinHold"},
+			}
+			for _, c := range refused {
+				_, err := dblock.NewCronGuard(fu, name, c.opts...)
+				var optErr *dblock.OptionError
+				if !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &optErr) || optErr.Option != c.option {
+					t.Errorf("%s: NewCronGuard over forupdate = %v, want an *OptionError for %s", c.what, err, c.option)
+				}
+				func() {
+					defer func() {
+						if r := recover(); r == nil {
+							t.Errorf("%s: CronGuard over forupdate did not panic", c.what)
+						}
+					}()
+					dblock.CronGuard(fu, name, c.opts...)
+				}()
+			}
+
+			// Accepted: the job runs, under the lock.
+			var runs atomic.Int32
+			job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+				runs.Add(1)
+				if _, err := fu.TryAcquire(t.Context(), name); !errors.Is(err, dblock.ErrNotAcquired) {
+					t.Errorf("another owner's TryAcquire during the run = %v, want ErrNotAcquired", err)
+				}
+				if ctx.Err() != nil {
+					t.Errorf("job context done: %v", context.Cause(ctx))
+				}
+			}))
+			w, err := dblock.NewCronGuard(fu, name, dblock.GuardTick(0), dblock.GuardMinHold(0))
+			if err != nil {
+				t.Fatalf("NewCronGuard over forupdate with one name and no MinHold: %v", err)
+			}
+			w(job).Run()
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the job ran %d times, want 1", n)
+			}
+			k, err := fu.TryAcquire(t.Context(), name)
+			if err != nil {
+				t.Fatalf("lock still held after the run: %v", err)
+			}
+			if err := k.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			// The refused guards created nothing: no row but the one name's.
+			var rows int
+			q := `SELECT COUNT(*) FROM dblock_forupdate WHERE starts_with(name, $1)`
+			if tg.Dialect == dblock.MySQL {
+				q = `SELECT COUNT(*) FROM dblock_forupdate WHERE LEFT(name, LENGTH(?)) = ?`
+			}
+			args := []any{name}
+			if tg.Dialect == dblock.MySQL {
+				args = []any{name, name}
+			}
+			if err := tg.DB.QueryRowContext(t.Context(), q, args...).Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if rows != 1 {
+				t.Fatalf("%d forupdate rows for names starting with %q, want 1 (no per-tick rows)", rows, name)
+			}
+		})
+	}
+}
+
+// refusingLocker is a Locker that refuses every option set (OptionChecker),
+// to check that the helpers built on a Locker ask.
+type refusingLocker struct{ dblock.Locker }
+
+func (refusingLocker) CheckOptions(...dblock.Option) error {
+	return &dblock.OptionError{Option: "TTL", Reason: "refused by refusingLocker"}
+}
+
+func TestHelpersAskTheLocker(t *testing.T) {
+	l := refusingLocker{newTestLocker(t, testdb.Targets(t)[0].DB)}
+	if _, err := dblock.NewCronGuard(l, "x", dblock.GuardTick(0)); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
+		t.Errorf("NewCronGuard = %v, want the Locker's refusal", err)
+	}
+	if _, err := dblock.NewLeader(l, "x", nil); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
+		t.Errorf("NewLeader = %v, want the Locker's refusal", err)
+	}
+	if err := dblock.CheckOptions(l.Locker, dblock.TTL(time.Second), dblock.MinHold(time.Second)); err != nil {
+		t.Errorf("CheckOptions of a Locker without OptionChecker = %v, want nil", err)
+	}
+	if err := dblock.CheckOptions(l.Locker, dblock.TTL(0)); !errors.Is(err, dblock.ErrInvalidOption) {
+		t.Errorf("CheckOptions(TTL(0)) = %v, want ErrInvalidOption", err)
 	}
 }
 

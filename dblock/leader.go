@@ -75,7 +75,9 @@ func NewLeader(l Locker, name string, fn func(ctx context.Context) error, opts .
 	if bad != nil {
 		return nil, fmt.Errorf("dblock: NewLeader: %w", bad)
 	}
-	if _, err := ResolveOptions(TTL(cfg.ttl)); err != nil {
+	// Asked once here (OptionChecker): Run would otherwise only find out
+	// at its first campaign.
+	if err := CheckOptions(l, TTL(cfg.ttl)); err != nil {
 		return nil, fmt.Errorf("dblock: NewLeader: %w", err)
 	}
 	if err := ValidateName(name); err != nil {

@@ -33,7 +33,11 @@ type holdKey struct {
 	owner dblock.Owner
 }
 
-var _ dblock.Locker = (*Locker)(nil)
+var (
+	_ dblock.Locker        = (*Locker)(nil)
+	_ dblock.OptionChecker = (*Locker)(nil)
+	_ dblock.NameKeeper    = (*Locker)(nil)
+)
 
 // New returns a Locker over db, whose table (DefaultTable) must have been
 // created with migrations.Up. It does no I/O and never closes db.
@@ -171,15 +175,9 @@ func prepare(ctx context.Context, name string, opts []dblock.Option) (dblock.Opt
 	if err := dblock.ValidateName(name); err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
 	}
-	o, err := dblock.ResolveOptions(opts...)
+	o, err := resolveOptions(opts)
 	if err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
-	}
-	switch {
-	case o.Fair:
-		return dblock.Options{}, dblock.Owner{}, &dblock.OptionError{Option: "Fair", Reason: "not supported by forupdate: the database decides the order of waiters"}
-	case o.MinHold > 0:
-		return dblock.Options{}, dblock.Owner{}, &dblock.OptionError{Option: "MinHold", Reason: "not supported by forupdate: the lock ends with its transaction"}
 	}
 	owner, err := dblock.OwnerFor(ctx)
 	if err != nil {
@@ -189,4 +187,34 @@ func prepare(ctx context.Context, name string, opts []dblock.Option) (dblock.Opt
 		return dblock.Options{}, dblock.Owner{}, errors.Join(dblock.ErrNotAcquired, err)
 	}
 	return o, owner, nil
+}
+
+// CheckOptions reports, without I/O, whether Acquire and TryAcquire accept
+// opts: they refuse dblock.Fair and a positive dblock.MinHold, besides what
+// dblock.ResolveOptions refuses. Errors wrap dblock.ErrInvalidOption. It
+// lets code handed a Locker (dblock.CronGuard, gocronlock) refuse a
+// configuration when it is built rather than at every run.
+func (l *Locker) CheckOptions(opts ...dblock.Option) error {
+	_, err := resolveOptions(opts)
+	return err
+}
+
+// KeepsNames is true: every name locked keeps its row in the table for
+// good (see the package doc), so code that makes up a name per run
+// (dblock.CronGuard's per-tick names) refuses this Locker.
+func (l *Locker) KeepsNames() bool { return true }
+
+// resolveOptions resolves opts and refuses those forupdate cannot honour.
+func resolveOptions(opts []dblock.Option) (dblock.Options, error) {
+	o, err := dblock.ResolveOptions(opts...)
+	if err != nil {
+		return dblock.Options{}, err
+	}
+	switch {
+	case o.Fair:
+		return dblock.Options{}, &dblock.OptionError{Option: "Fair", Reason: "not supported by forupdate: the database decides the order of waiters"}
+	case o.MinHold > 0:
+		return dblock.Options{}, &dblock.OptionError{Option: "MinHold", Reason: "not supported by forupdate: the lock ends with its transaction"}
+	}
+	return o, nil
 }

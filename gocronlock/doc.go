@@ -10,7 +10,10 @@
 // so that a replica whose clock or scheduler fires a little later skips the
 // run, and does not wait. gocron gives the locker no way to hand the job a
 // context: a job that must stop when its lock is lost should use dblock's
-// CronGuard or Leader instead.
+// CronGuard or Leader instead. NewLocker refuses a dblock.Locker that would
+// refuse its locks at every run (dblock.OptionChecker), such as forupdate's,
+// which cannot hold a lock past its release (MinHold) and keeps a row for
+// every name (dblock.NameKeeper).
 //
 // Elector makes one replica the leader, which runs every job; the others skip
 // them until it steps down or dies. Run it (Elector.Run) for as long as the

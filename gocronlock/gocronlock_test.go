@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/forupdate"
 	"github.com/sqllock/sqllock/gocronlock"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
@@ -323,6 +324,75 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 	}
 	if _, err := gocronlock.NewElector(l, ""); !errors.Is(err, dblock.ErrInvalidName) {
 		t.Errorf("empty elector name: %v, want ErrInvalidName", err)
+	}
+}
+
+// TestLockerRefusesWhatTheLockerRefuses: a forupdate Locker refuses a
+// positive MinHold at every acquisition and keeps a row for every name.
+// Over it, a gocronlock Locker with the defaults (per-tick names, MinHold
+// one tick) would fail every Lock, and gocron would skip every run,
+// telling only an AfterLockError listener; so NewLocker refuses it,
+// naming the option. What forupdate accepts (one name, no MinHold) locks.
+func TestLockerRefusesWhatTheLockerRefuses(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			fu, err := forupdate.New(tg.DB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				what   string
+				opts   []gocronlock.Option
+				option string
+			}{
+				{"the defaults: per-tick names and MinHold", nil, "WithTick"},
+				{"per-tick names without MinHold", []gocronlock.Option{gocronlock.WithMinHold(0)}, "WithTick"},
+				{"one name, the default MinHold", []gocronlock.Option{gocronlock.WithTick(0)}, "MinHold"},
+				{"one name, a MinHold, waiting", []gocronlock.Option{gocronlock.WithTick(0), gocronlock.WithMinHold(time.Minute), gocronlock.WithWait(time.Second)}, "MinHold"},
+			} {
+				x, err := gocronlock.NewLocker(fu, c.opts...)
+				var optErr *dblock.OptionError
+				if x != nil || !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &optErr) || optErr.Option != c.option {
+					t.Errorf("%s: NewLocker over forupdate = %v, %v; want an *OptionError for %s", c.what, x, err, c.option)
+				}
+			}
+
+			x, err := gocronlock.NewLocker(fu, gocronlock.WithTick(0), gocronlock.WithMinHold(0))
+			if err != nil {
+				t.Fatalf("NewLocker over forupdate with one name and no MinHold: %v", err)
+			}
+			key := testdb.Name(t)
+			lock, err := x.Lock(ctx, key)
+			if err != nil {
+				t.Fatalf("Lock: %v", err)
+			}
+			if _, err := x.Lock(ctx, key); !errors.Is(err, dblock.ErrNotAcquired) {
+				t.Fatalf("second Lock = %v, want ErrNotAcquired", err)
+			}
+			if err := lock.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+			again, err := x.Lock(ctx, key)
+			if err != nil {
+				t.Fatalf("Lock after Unlock: %v", err)
+			}
+			if err := again.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// An Elector asks only for a TTL, which forupdate accepts.
+			e, err := gocronlock.NewElector(fu, testdb.Name(t))
+			if err != nil {
+				t.Fatalf("NewElector over forupdate: %v", err)
+			}
+			stop := run(t, e)
+			waitFor(t, "the forupdate Elector to lead", func() bool { return e.IsLeader(ctx) == nil })
+			if err := stop(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run after stop = %v", err)
+			}
+		})
 	}
 }
 

@@ -70,7 +70,13 @@ type Locker struct {
 var _ gocron.Locker = (*Locker)(nil)
 
 // NewLocker returns a gocron.Locker taking its locks from l. Errors wrap
-// dblock.ErrInvalidOption.
+// dblock.ErrInvalidOption: options out of range, and a Locker that would
+// refuse every Lock (dblock.OptionChecker) or that keeps a row for every
+// name (dblock.NameKeeper) with per-tick names. A forupdate Locker is
+// both: it cannot hold a lock past its release (MinHold), and its rows
+// are permanent; over it, only WithTick(0) with WithMinHold(0) is
+// accepted, which serializes runs without deduplicating them. Use rowlock
+// to run each tick once.
 func NewLocker(l dblock.Locker, opts ...Option) (*Locker, error) {
 	cfg := config{tick: DefaultTick, ttl: dblock.DefaultTTL}
 	for _, opt := range opts {
@@ -99,6 +105,15 @@ func NewLocker(l dblock.Locker, opts ...Option) (*Locker, error) {
 	}
 	lockOpts := []dblock.Option{dblock.TTL(cfg.ttl), dblock.MinHold(cfg.minHold)}
 	if _, err := dblock.ResolveOptions(lockOpts...); err != nil {
+		return nil, fmt.Errorf("gocronlock: %w", err)
+	}
+	// Refused here rather than at every run, where gocron would skip the
+	// job each time and report it only to an AfterLockError listener.
+	if k, ok := l.(dblock.NameKeeper); ok && k.KeepsNames() && cfg.tick > 0 {
+		return nil, fmt.Errorf("gocronlock: %w", &dblock.OptionError{Option: "WithTick",
+			Reason: fmt.Sprintf("the Locker (%T) keeps a row for every name it locks, and per-tick names would leave one per tick: use WithTick(0), or a Locker with leases (rowlock)", l)})
+	}
+	if err := dblock.CheckOptions(l, lockOpts...); err != nil {
 		return nil, fmt.Errorf("gocronlock: %w", err)
 	}
 	return &Locker{l: l, cfg: cfg, lockOpts: lockOpts}, nil

@@ -1,0 +1,51 @@
+package dblock
+
+import "fmt"
+
+// OptionChecker is implemented by Lockers that refuse some acquisition
+// options every time (forupdate refuses Fair and a positive MinHold). Code
+// that is handed a Locker and acquires with the same options on every run,
+// such as CronGuard, gocronlock and Leader, asks it once when it is built:
+// a refusal would otherwise come back on every run, long after the
+// configuration was written, and often only in a log nobody reads.
+//
+// A Locker that does not implement OptionChecker accepts every option that
+// ResolveOptions accepts.
+type OptionChecker interface {
+	// CheckOptions reports, without I/O, whether Acquire and TryAcquire
+	// accept opts: nil, or the error they would return, wrapping
+	// ErrInvalidOption.
+	CheckOptions(opts ...Option) error
+}
+
+// NameKeeper is implemented by Lockers that keep storage for every name
+// they have ever locked (forupdate keeps one row per name for good, since
+// its lock is a lock on that row). Code that makes up a new name per run,
+// such as CronGuard's and gocronlock's per-tick names, refuses such a
+// Locker: it would leave one row per tick behind.
+type NameKeeper interface {
+	// KeepsNames reports whether each name locked stays stored after its
+	// lock is released.
+	KeepsNames() bool
+}
+
+// CheckOptions validates opts (ResolveOptions) and, if l implements
+// OptionChecker, asks l whether it accepts them. It does no I/O. Errors
+// wrap ErrInvalidOption.
+func CheckOptions(l Locker, opts ...Option) error {
+	if _, err := ResolveOptions(opts...); err != nil {
+		return err
+	}
+	if c, ok := l.(OptionChecker); ok {
+		if err := c.CheckOptions(opts...); err != nil {
+			return fmt.Errorf("the Locker (%T) refuses the options: %w", l, err)
+		}
+	}
+	return nil
+}
+
+// keepsNames reports whether l stores every name it ever locked.
+func keepsNames(l Locker) bool {
+	k, ok := l.(NameKeeper)
+	return ok && k.KeepsNames()
+}
