@@ -42,6 +42,7 @@ func (l *Locker) take(ctx context.Context, key holdKey, o dblock.Options, wait b
 // connection's state is uncertain and it must not return to the pool.
 func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dblock.Options, wait bool) (h *hold, clean bool, err error) {
 	created := 0
+	contended := false
 	for {
 		// The transaction outlives Acquire's context: it is the lock.
 		txCtx, txCancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -50,7 +51,7 @@ func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dbl
 			txCancel()
 			return nil, false, l.acquireError(ctx, key.name, err)
 		}
-		token, found, interrupted, err := l.d.lock(ctx, lockCall{conn: conn, tx: tx, name: key.name, ttl: o.TTL, wait: wait})
+		token, found, interrupted, err := l.d.lock(ctx, lockCall{conn: conn, tx: tx, name: key.name, ttl: o.TTL, wait: wait, contended: contended})
 		if err == nil && found && !interrupted {
 			return newHold(l, key, token, o.TTL, conn, tx, txCancel), true, nil
 		}
@@ -67,12 +68,14 @@ func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dbl
 		case err != nil:
 			switch dblock.ClassifyError(err) {
 			case dblock.ClassLockUnavailable, dblock.ClassContention:
-				// NOWAIT's answer, a deadlock, or a lock wait timeout set on
-				// the server: taken, or try again.
+				// NOWAIT's answer, a deadlock, or a lock wait timeout (the
+				// server's, or the bound of a MySQL waiting statement):
+				// taken, or try again, waiting.
 				if !wait {
 					return nil, clean, dblock.ErrNotAcquired
 				}
 				if clean {
+					contended = true
 					continue
 				}
 			}

@@ -46,6 +46,9 @@ type lockCall struct {
 	name string
 	ttl  time.Duration
 	wait bool
+	// contended is set when an earlier attempt of this acquisition, in a
+	// transaction of its own, found the row locked or hit contention.
+	contended bool
 }
 
 // pingOutcome is what a ping found besides errors.
@@ -84,35 +87,39 @@ const (
 // in the client: the driver would otherwise close the connection and leave
 // the server waiting for the lock on behalf of nobody. interrupt asks the
 // server to stop the statement if it runs (nil when the driver does so
-// itself); it is repeated until the statement returns. If an attempt fails,
-// or the statement does not return within interruptGrace, the statement's
+// itself); it is repeated until the statement returns, and the context it
+// gets ends when the statement returns. If an attempt fails, or the
+// statement does not return within grace after ctx ended, the statement's
 // context is canceled and the driver cuts the connection. interrupted
 // reports whether ctx ended while the statement ran.
-func runInterruptible(ctx context.Context, interrupt func(context.Context) error, run func(context.Context) error) (interrupted bool, err error) {
+func runInterruptible(ctx context.Context, interrupt func(context.Context) error, grace time.Duration, run func(context.Context) error) (interrupted bool, err error) {
 	if interrupt == nil || ctx.Done() == nil {
 		err = run(ctx)
 		return ctx.Err() != nil, err
 	}
 	stmtCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
-	returned := make(chan struct{})
+	// An interrupt waiting for something (a pool connection the statement
+	// itself may be keeping) gives up once the statement has returned.
+	running, returned := context.WithCancel(stmtCtx)
+	defer returned()
 	finished := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(finished)
-		grace := time.NewTimer(interruptGrace)
-		defer grace.Stop()
+		deadline := time.NewTimer(grace)
+		defer deadline.Stop()
 		retry := time.NewTimer(0)
 		defer retry.Stop()
 		for {
 			select {
-			case <-returned:
+			case <-running.Done():
 				return
-			case <-grace.C:
+			case <-deadline.C:
 				hardStop()
 				return
 			case <-retry.C:
 			}
-			ictx, cancel := context.WithTimeout(stmtCtx, interruptTimeout)
+			ictx, cancel := context.WithTimeout(running, interruptTimeout)
 			ierr := interrupt(ictx)
 			cancel()
 			if ierr != nil {
@@ -123,7 +130,7 @@ func runInterruptible(ctx context.Context, interrupt func(context.Context) error
 		}
 	})
 	err = run(stmtCtx)
-	close(returned)
+	returned()
 	if !stop() {
 		// The interrupt ran (or runs): wait for it, so that nothing it does
 		// reaches the server after this function returns.

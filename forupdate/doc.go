@@ -33,14 +33,20 @@
 // as unsafe for statement-based replication; use ROW or MIXED.
 //
 // Ending Acquire's context stops the wait on the server, not only in the
-// client (a PostgreSQL cancel request; on MySQL, KILL QUERY on the waiting
-// connection, sent through another connection of the pool), and the
-// connection returns to the pool with no transaction open. When that
-// cannot be done (MySQL with no free pool connection), the connection is
-// cut, and the server stops waiting on its own at innodb_lock_wait_timeout.
-// Lock wait timeouts set on the server (lock_timeout,
-// innodb_lock_wait_timeout) and deadlocks do not end Acquire: it waits
-// again.
+// client (a PostgreSQL cancel request, sent on a connection of its own; on
+// MySQL, KILL QUERY on the waiting connection, sent through another
+// connection of the pool), and the connection returns to the pool with no
+// transaction open. A MySQL pool may have no connection to spare for KILL
+// QUERY, and cutting the waiting connection instead would leave the server
+// waiting for the row lock on behalf of nobody. So on MySQL, Acquire tries
+// NOWAIT first (an uncontended Acquire costs what TryAcquire does), then
+// waits in statements that each wait at most two seconds, less when the
+// context's deadline is nearer (the session's innodb_lock_wait_timeout,
+// restored before Acquire returns), beginning again until it gets the
+// lock. Canceled with no connection to spare, Acquire returns when the
+// statement's bound runs out, its connection clean. Lock wait timeouts set
+// on the server (lock_timeout, innodb_lock_wait_timeout) and deadlocks do
+// not end Acquire: it waits again.
 //
 // # The transaction
 //

@@ -2,6 +2,7 @@ package forupdate_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -413,27 +414,37 @@ func TestTxMisuse(t *testing.T) {
 	}
 }
 
-// TestSessionRestored: the pool gets its connection back as it lent it.
+// TestSessionRestored: the pool gets its connection back as it lent it,
+// and the user's statements in Tx run with the session's own settings,
+// after an Acquire that waited too (MySQL bounds its waiting statements
+// with the session's innodb_lock_wait_timeout).
 func TestSessionRestored(t *testing.T) {
 	for _, tg := range targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			db := singleConnDB(t, tg)
-			timeout := `SELECT current_setting('idle_in_transaction_session_timeout')`
+			settings := `SELECT current_setting('idle_in_transaction_session_timeout') || '/' || current_setting('lock_timeout')`
+			lockWait := `SELECT current_setting('lock_timeout')`
 			if tg.Dialect == dblock.MySQL {
-				timeout = `SELECT CONCAT(@@SESSION.wait_timeout, '/', COALESCE(@sqllock_wait_timeout, 'unset'))`
+				settings = `SELECT CONCAT_WS('/', @@SESSION.wait_timeout, @@SESSION.innodb_lock_wait_timeout,
+					COALESCE(@sqllock_wait_timeout, 'unset'), COALESCE(@sqllock_lock_wait_timeout, 'unset'))`
+				lockWait = `SELECT CONCAT(@@SESSION.innodb_lock_wait_timeout)`
 			}
-			read := func() string {
+			read := func(q interface {
+				QueryRowContext(context.Context, string, ...any) *sql.Row
+			}, query string) string {
 				var s string
-				if err := db.QueryRowContext(ctx, timeout).Scan(&s); err != nil {
+				if err := q.QueryRowContext(ctx, query).Scan(&s); err != nil {
 					t.Fatal(err)
 				}
 				return s
 			}
-			before, session := read(), sessionID(t, tg, db)
+			before, session := read(db, settings), sessionID(t, tg, db)
+			beforeLockWait := read(db, lockWait)
 			l := newLocker(t, db)
-			k := acquire(t, ctx, l, testdb.Name(t), dblock.TTL(7*time.Second))
+			name := testdb.Name(t)
+			k := acquire(t, ctx, l, name, dblock.TTL(7*time.Second))
 			if err := k.Refresh(ctx); err != nil {
 				t.Fatalf("Refresh: %v", err)
 			}
@@ -441,12 +452,74 @@ func TestSessionRestored(t *testing.T) {
 			if err := k.Refresh(ctx); !errors.Is(err, dblock.ErrNotHeld) {
 				t.Fatalf("Refresh after Release = %v, want ErrNotHeld", err)
 			}
-			if after := read(); after != before {
-				t.Fatalf("session setting %q after the lock, %q before", after, before)
+			if after := read(db, settings); after != before {
+				t.Fatalf("session settings %q after the lock, %q before", after, before)
+			}
+
+			// An Acquire that waited.
+			holder := acquire(t, ctx, newLocker(t, tg.DB), name)
+			got := acquireAsync(ctx, l, name)
+			waitForState(t, tg, session, "waiting")
+			release(t, holder)
+			r := await(t, got)
+			if r.err != nil {
+				t.Fatalf("Acquire after the holder released: %v", r.err)
+			}
+			if inTx := read(r.lock.Tx(), lockWait); inTx != beforeLockWait {
+				t.Errorf("lock wait timeout in Tx after a waiting Acquire: %q, the session's own is %q", inTx, beforeLockWait)
+			}
+			release(t, r.lock)
+			if after := read(db, settings); after != before {
+				t.Fatalf("session settings %q after a waiting Acquire, %q before", after, before)
 			}
 			if id := sessionID(t, tg, db); id != session {
 				t.Fatalf("connection replaced (%d, was %d)", id, session)
 			}
+		})
+	}
+}
+
+// TestCancelWithoutASpareConnection: on a pool of one connection, ending
+// the context of a waiting Acquire leaves nothing waiting on the server.
+// MySQL's KILL QUERY needs a second connection, which the pool cannot
+// give: the connection used to be cut, and the server kept the statement
+// waiting for the row lock until innodb_lock_wait_timeout, to take it for
+// nobody. Now the waiting statement is bounded and ends by itself, and the
+// connection returns to the pool clean. (PostgreSQL's cancel request needs
+// no pool connection.)
+func TestCancelWithoutASpareConnection(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			name := testdb.Name(t)
+			holder := acquire(t, t.Context(), newLocker(t, tg.DB), name)
+			waiterDB := singleConnDB(t, tg)
+			session := sessionID(t, tg, waiterDB)
+			waiter := newLocker(t, waiterDB)
+
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			got := acquireAsync(ctx, waiter, name)
+			waitForState(t, tg, session, "waiting")
+			cancel()
+			r := await(t, got)
+			if !errors.Is(r.err, dblock.ErrNotAcquired) || !errors.Is(r.err, context.Canceled) {
+				t.Fatalf("Acquire = %v, want ErrNotAcquired and context.Canceled", r.err)
+			}
+			// The session was not left waiting (nor cut): it is idle, out
+			// of any transaction, and it is the pool's connection still.
+			waitForState(t, tg, session, "idle")
+			if id := sessionID(t, tg, waiterDB); id != session {
+				t.Fatalf("connection replaced (%d, was %d)", id, session)
+			}
+			// Nobody is queued behind the holder: once it releases, the
+			// lock is free at once.
+			release(t, holder)
+			k, err := waiter.TryAcquire(t.Context(), name)
+			if err != nil {
+				t.Fatalf("TryAcquire after the holder released: %v", err)
+			}
+			release(t, k)
 		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/sqllock/sqllock/internal/clock"
 )
 
 // mysql: the server timeout is the session's wait_timeout, set before the
@@ -19,6 +21,21 @@ import (
 // with a locking read, waiting for it, and only then inserts the name's
 // counter row, allocating its value; LAST_INSERT_ID hands it back in the
 // OK packet (MySQL 8.0 has no RETURNING).
+//
+// A waiting statement is stopped with KILL QUERY sent through another
+// connection of the pool. When the pool has none to give, the only way
+// left to stop it from the client is to cut its connection, and the server
+// would go on waiting for the row lock on behalf of nobody, until
+// innodb_lock_wait_timeout (50 s by default), then perhaps take it and
+// draw a token. So an Acquire first tries NOWAIT, which never waits: an
+// uncontended Acquire costs what TryAcquire does. Only when the row is
+// taken does it wait, in statements that each wait at most
+// myLockWaitSlice (less when the context's deadline is nearer), set as the
+// session's innodb_lock_wait_timeout for them and restored before Acquire
+// returns, so the user's statements in Tx keep the server's value. A wait
+// that runs out is begun again in a new transaction; a wait that cannot
+// be interrupted is let run out instead of cut, and the connection stays
+// clean.
 type mysql struct {
 	db                           *sql.DB
 	lockWait, lockTry, insertRow string
@@ -27,9 +44,22 @@ type mysql struct {
 // maxWaitTimeout is the largest wait_timeout MySQL accepts (one year).
 const maxWaitTimeout = 31536000
 
+// myLockWaitSlice bounds one waiting statement: how long it may outlive
+// its Acquire when KILL QUERY cannot be sent, and how often an idle waiter
+// begins its wait again (four short statements).
+const myLockWaitSlice = 2 * time.Second
+
 const (
-	mySaveAndSetTimeout = `SET @sqllock_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = `
-	myRestoreTimeout    = `SET SESSION wait_timeout = @sqllock_wait_timeout, @sqllock_wait_timeout = NULL`
+	// The session's innodb_lock_wait_timeout is saved here, with
+	// wait_timeout, and restored with it: a canceled Acquire may leave
+	// the bound of its waiting statement set.
+	mySaveAndSetTimeout = `SET @sqllock_wait_timeout = @@SESSION.wait_timeout, ` +
+		`@sqllock_lock_wait_timeout = @@SESSION.innodb_lock_wait_timeout, SESSION wait_timeout = `
+	myRestoreTimeout = `SET SESSION wait_timeout = @sqllock_wait_timeout, ` +
+		`SESSION innodb_lock_wait_timeout = @sqllock_lock_wait_timeout, ` +
+		`@sqllock_wait_timeout = NULL, @sqllock_lock_wait_timeout = NULL`
+	myBoundLockWait   = `SET SESSION innodb_lock_wait_timeout = `
+	myRestoreLockWait = `SET SESSION innodb_lock_wait_timeout = @sqllock_lock_wait_timeout`
 	// A waiting statement carries a random marker so that it can be found,
 	// and stopped with KILL QUERY, from another connection: the driver only
 	// knows how to close the connection, which would leave the server
@@ -71,18 +101,68 @@ func (*mysql) txOptions() *sql.TxOptions { return nil }
 
 func (m *mysql) lock(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error) {
 	var res sql.Result
-	if c.wait {
-		query, marker := marked(m.lockWait)
-		interrupted, err = runInterruptible(ctx, m.killer(marker), func(ctx context.Context) (err error) {
-			res, err = c.tx.ExecContext(ctx, query, c.name)
-			return err
-		})
-	} else {
+	switch {
+	case !c.wait:
 		res, err = c.tx.ExecContext(ctx, m.lockTry, c.name)
+	case !c.contended:
+		// NOWAIT until the row is found taken (see the type's doc). Not
+		// cut short by ctx, which would make the driver close the
+		// connection: it returns at once.
+		sctx, cancel := shortContext(ctx)
+		res, err = c.tx.ExecContext(sctx, m.lockTry, c.name)
+		cancel()
+	default:
+		return m.lockWaiting(ctx, c)
 	}
+	if err != nil {
+		return 0, false, false, err
+	}
+	return lockResult(res)
+}
+
+// lockWaiting waits for the row lock, at most one bounded slice (see the
+// type's doc).
+func (m *mysql) lockWaiting(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error) {
+	if ctx.Err() != nil {
+		return 0, false, true, nil
+	}
+	seconds := lockWaitSeconds(ctx)
+	sctx, cancel := shortContext(ctx)
+	// An integer computed here, not user input.
+	_, err = c.tx.ExecContext(sctx, myBoundLockWait+strconv.FormatInt(seconds, 10))
+	cancel()
+	if err != nil {
+		return 0, false, false, err
+	}
+	var res sql.Result
+	query, marker := marked(m.lockWait)
+	// The statement ends by itself within its bound: grace lets it, when
+	// KILL QUERY cannot be sent, rather than cut the connection.
+	grace := time.Duration(seconds)*time.Second + interruptGrace
+	interrupted, err = runInterruptible(ctx, m.killer(marker), grace, func(ctx context.Context) (err error) {
+		res, err = c.tx.ExecContext(ctx, query, c.name)
+		return err
+	})
 	if err != nil || interrupted {
 		return 0, false, interrupted, err
 	}
+	token, found, _, err = lockResult(res)
+	if err != nil || !found {
+		return 0, false, false, err
+	}
+	// The lock is held: give the user's statements in Tx the session's own
+	// lock wait timeout back.
+	sctx, cancel = shortContext(ctx)
+	_, err = c.tx.ExecContext(sctx, myRestoreLockWait)
+	cancel()
+	if err != nil {
+		return 0, false, false, err
+	}
+	return token, true, false, nil
+}
+
+// lockResult reads the outcome of the locking statement.
+func lockResult(res sql.Result) (token int64, found, interrupted bool, err error) {
 	// 0 rows: no lock row to read; 1: the counter row was created; 2: it
 	// was replaced.
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
@@ -92,9 +172,30 @@ func (m *mysql) lock(ctx context.Context, c lockCall) (token int64, found, inter
 	return token, err == nil, false, err
 }
 
+// lockWaitSeconds is the innodb_lock_wait_timeout of one waiting
+// statement: myLockWaitSlice, or less when ctx's deadline is nearer, in
+// whole seconds (the variable's unit) and at least one (MySQL's minimum).
+func lockWaitSeconds(ctx context.Context) int64 {
+	wait := myLockWaitSlice
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = min(wait, deadline.Sub(clock.Now()))
+	}
+	return max(int64((wait+time.Second-1)/time.Second), 1)
+}
+
+// shortContext is for a statement that returns at once and must not be
+// cut short by ctx: the driver answers a canceled context by closing the
+// connection. It keeps ctx's values and is bounded by cleanupTimeout.
+func shortContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+}
+
 func (m *mysql) create(ctx context.Context, conn *sql.Conn, name string) error {
 	query, marker := marked(m.insertRow)
-	_, err := runInterruptible(ctx, m.killer(marker), func(ctx context.Context) error {
+	// It waits only in a rare race (see newMySQL); if cut, the orphaned
+	// statement inserts nothing the name lacks, draws no token and, in
+	// autocommit, leaves no transaction behind.
+	_, err := runInterruptible(ctx, m.killer(marker), interruptGrace, func(ctx context.Context) error {
 		_, err := conn.ExecContext(ctx, query, name)
 		return err
 	})
@@ -111,19 +212,27 @@ func (*mysql) rolledBack(error) bool { return false }
 
 // killer returns the interrupt of the statement carrying marker: KILL QUERY
 // on its connection, found through the process list (a user may see and
-// kill its own connections without extra privileges).
+// kill its own connections without extra privileges). Not finding a free
+// pool connection in time is not a failure: the waiting statement is
+// bounded and ends by itself; the next attempt may find one.
 func (m *mysql) killer(marker string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var id int64
 		err := m.db.QueryRowContext(ctx, myFindByMarker, "%"+marker+"%").Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
 			return nil // not running (yet, or any more)
-		}
-		if err != nil {
+		case err != nil && ctx.Err() != nil:
+			return nil // no connection in time, or the statement returned
+		case err != nil:
 			return err
 		}
+		// Sent through even if the statement returns meanwhile: the caller
+		// waits for it, so that it cannot reach a later statement.
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+		defer cancel()
 		// The id comes from the server, not from user input.
-		_, err = m.db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
+		_, err = m.db.ExecContext(kctx, "KILL QUERY "+strconv.FormatInt(id, 10))
 		return err
 	}
 }

@@ -71,7 +71,7 @@ func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, in
 			interrupt = pg.CancelRequest
 		}
 	}
-	interrupted, err = runInterruptible(ctx, interrupt, func(ctx context.Context) error {
+	interrupted, err = runInterruptible(ctx, interrupt, interruptGrace, func(ctx context.Context) error {
 		return c.tx.QueryRowContext(ctx, query, c.name, timeout).Scan(&token)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
