@@ -2,11 +2,10 @@ package forupdate_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +18,9 @@ import (
 const childTTL = time.Hour
 
 // TestChildHolder is the body of the child process of
-// TestKilledHolderFreesLockAtOnce; in a normal run it returns at once.
+// TestKilledHolderFreesLockAtOnce; in a normal run it returns at once. It
+// reports its token, its session, and the shortest server timeout that
+// could end its session while it holds the lock (0: none).
 func TestChildHolder(t *testing.T) {
 	if !testdb.IsChild() {
 		return
@@ -30,15 +31,104 @@ func TestChildHolder(t *testing.T) {
 			continue
 		}
 		k := acquire(t, context.Background(), newLocker(t, tg.DB), name, dblock.TTL(childTTL))
-		fmt.Printf("held %d\n", k.Token())
+		session, timeout := holderSession(t, tg, k.Tx())
+		fmt.Printf("held %d %d %d\n", k.Token(), session, timeout.Milliseconds())
 		<-k.Done()
 		t.Fatalf("child lost its lock: %v", k.Err())
 	}
 }
 
+// holderSession returns, from inside a lock's transaction, its session's
+// id and the shortest timeout after which the server would end that
+// session while it idles in its transaction, counted at the latest from
+// the transaction's start: PostgreSQL's idle_in_transaction_session_timeout
+// and transaction_timeout (17+); MySQL's wait_timeout and MariaDB's
+// idle_*transaction_timeout. 0 when none is set. (Timeouts of running
+// statements, or of sessions outside a transaction, cannot apply.)
+func holderSession(t testing.TB, tg testdb.Target, tx *sql.Tx) (session int64, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	if tg.Dialect == dblock.Postgres {
+		var ms int64
+		err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid(), COALESCE(min(setting::bigint), 0) FROM pg_settings
+			WHERE name IN ('idle_in_transaction_session_timeout', 'transaction_timeout') AND setting <> '0'`).Scan(&session, &ms)
+		if err != nil {
+			t.Fatalf("holder session: %v", err)
+		}
+		return session, time.Duration(ms) * time.Millisecond
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&session); err != nil {
+		t.Fatalf("holder session: %v", err)
+	}
+	// Variables the server does not have are left out, not an error.
+	rows, err := tx.QueryContext(ctx, `SHOW SESSION VARIABLES WHERE Variable_name IN
+		('wait_timeout', 'idle_transaction_timeout', 'idle_write_transaction_timeout', 'idle_readonly_transaction_timeout')`)
+	if err != nil {
+		t.Fatalf("holder timeouts: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var variable string
+		var seconds int64
+		if err := rows.Scan(&variable, &seconds); err != nil {
+			t.Fatalf("holder timeouts: %v", err)
+		}
+		if d := time.Duration(seconds) * time.Second; d > 0 && (timeout == 0 || d < timeout) {
+			timeout = d
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("holder timeouts: %v", err)
+	}
+	return session, timeout
+}
+
+// dbMicros are microseconds since the Unix epoch by the database clock.
+type dbMicros int64
+
+func (m dbMicros) String() string { return time.UnixMicro(int64(m)).UTC().Format(time.RFC3339Nano) }
+
+// dbNow reads the database clock.
+func dbNow(t testing.TB, tg testdb.Target) dbMicros {
+	t.Helper()
+	q := `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))`
+	}
+	var now dbMicros
+	if err := tg.DB.QueryRowContext(context.Background(), q).Scan(&now); err != nil {
+		t.Fatalf("database clock: %v", err)
+	}
+	return now
+}
+
+// txStart is when session's transaction began, by the database clock, or
+// a moment before (MySQL shows it to the second); it fails the test when
+// the session has no transaction.
+func txStart(t testing.TB, tg testdb.Target, session int64) dbMicros {
+	t.Helper()
+	q := `SELECT (extract(epoch FROM xact_start) * 1000000)::bigint FROM pg_stat_activity WHERE pid = $1 AND xact_start IS NOT NULL`
+	if tg.Dialect == dblock.MySQL {
+		// trx_started is in the session's time zone, as NOW() is: their
+		// difference is the transaction's age, whatever the zone.
+		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) - TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6))
+			FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ?`
+	}
+	var start dbMicros
+	if err := tg.DB.QueryRowContext(context.Background(), q, session).Scan(&start); err != nil {
+		t.Fatalf("transaction of session %d: %v", session, err)
+	}
+	return start
+}
+
 // TestKilledHolderFreesLockAtOnce: SIGKILL a holder; a waiter blocked in
-// the database gets the lock. The child's TTL is an hour, so only the end
-// of its connection, at its death, can have freed it.
+// the database gets the lock, freed by the death of the holder's
+// connection. "At once" is not measured on the wall clock (a loaded
+// machine stretches any figure); it is shown by causality, on the database
+// clock: the waiter was blocked until the kill, and got the lock before
+// any server timeout could have ended the holder's session, counted from
+// the start of its transaction. Only the end of the connection, at the
+// process's death, can have freed it.
 func TestKilledHolderFreesLockAtOnce(t *testing.T) {
 	for _, tg := range targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -52,22 +142,48 @@ func TestKilledHolderFreesLockAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatalf("child did not report holding the lock: %v", err)
 			}
-			childToken, _ := strconv.ParseInt(strings.TrimPrefix(line, "held "), 10, 64)
+			var childToken, childSession, timeoutMS int64
+			if _, err := fmt.Sscanf(line, "held %d %d %d", &childToken, &childSession, &timeoutMS); err != nil {
+				t.Fatalf("child said %q: %v", line, err)
+			}
+			serverTimeout := time.Duration(timeoutMS) * time.Millisecond
+			if serverTimeout != 0 && serverTimeout < childTTL {
+				t.Fatalf("the child's session may be ended by the server after %v, before its TTL %v", serverTimeout, childTTL)
+			}
+			holderSince := txStart(t, tg, childSession)
 
 			waiterDB := singleConnDB(t, tg)
 			session := sessionID(t, tg, waiterDB)
 			got := acquireAsync(ctx, newLocker(t, waiterDB), name)
 			waitForState(t, tg, session, "waiting")
+			select {
+			case r := <-got:
+				t.Fatalf("the waiter returned while the holder lived: %v", r.err)
+			default:
+			}
+			beforeKill := dbNow(t, tg)
 			killed := time.Now()
 			child.Kill()
 			r := await(t, got)
+			acquiredBy := dbNow(t, tg) // the acquisition happened before
 			if r.err != nil {
 				t.Fatalf("Acquire after the holder was killed: %v", r.err)
 			}
-			t.Logf("acquired %v after SIGKILL", time.Since(killed))
+			t.Logf("acquired %v after SIGKILL (wall clock, for information)", time.Since(killed))
 			if r.lock.Token() <= childToken {
 				t.Fatalf("token %d after the dead holder's %d", r.lock.Token(), childToken)
 			}
+			if acquiredBy < beforeKill {
+				t.Fatalf("database clock went back: acquired by %v, killed after %v", acquiredBy, beforeKill)
+			}
+			if serverTimeout != 0 {
+				if earliest := holderSince + dbMicros(serverTimeout.Microseconds()); acquiredBy >= earliest {
+					t.Fatalf("the waiter got the lock by %v, and a server timeout (%v from %v) could have ended the holder's session from %v: "+
+						"not shown to be freed by the holder's death", acquiredBy, serverTimeout, holderSince, earliest)
+				}
+			}
+			// The holder's session is gone with its process.
+			waitForState(t, tg, childSession, "gone")
 			release(t, r.lock)
 		})
 	}
