@@ -1,18 +1,15 @@
 package torture_test
 
 import (
-	"bufio"
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,166 +32,374 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	workers       = 4
-	perWorker     = 3
-	tortureTTL    = time.Second
-	tortureLength = 12 * time.Second
+	workers        = 4 // worker processes alive at any time, per dialect
+	perWorker      = 3 // goroutines taking locks in each
+	tortureTTL     = time.Second
+	acquireTimeout = 10 * tortureTTL
 )
+
+// slotOffsets are the wall-clock offsets of the worker slots: two workers
+// run an hour off, one ahead and one behind; a worker that replaces a
+// killed one keeps its slot's offset.
+var slotOffsets = [workers]time.Duration{time.Hour, -time.Hour, 0, 0}
 
 // kinds of lock under torture, by name prefix: rowlock unfair and fair,
 // and forupdate.
 var kinds = []string{"unfair", "fair", "forupdate"}
 
-// TestTortureWorker is a worker process: its goroutines acquire the names in
-// SQLLOCK_TORTURE_NAMES until SQLLOCK_TORTURE_UNTIL (Unix ms), writing each
-// hold to its ledger. In a normal run it returns at once.
-func TestTortureWorker(t *testing.T) {
-	if !testdb.IsChild() || os.Getenv("SQLLOCK_TORTURE_DSN") == "" {
-		return
+func kindOf(name string) string {
+	kind, _, _ := strings.Cut(name, "/")
+	return kind
+}
+
+// runConfig sizes a run. Under -short the run is shorter, does not
+// restart the server (go test -short ./... runs packages side by side), and
+// asks the skewed workers for holds, but not of every kind: a few seconds
+// give each only a handful.
+type runConfig struct {
+	length time.Duration
+	short  bool
+}
+
+func TestTorture(t *testing.T) {
+	cfg := runConfig{length: 24 * time.Second}
+	if testing.Short() {
+		cfg = runConfig{length: 8 * time.Second, short: true}
 	}
-	dialect, _ := dblock.ParseDialect(os.Getenv("SQLLOCK_TORTURE_DIALECT"))
-	driver := map[dblock.Dialect]string{dblock.Postgres: "pgx", dblock.MySQL: "mysql"}[dialect]
-	lockDB, err := sql.Open(driver, os.Getenv("SQLLOCK_TORTURE_DSN"))
-	if err != nil {
-		t.Fatal(err)
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) { torture(t, tg, cfg) })
 	}
-	clockDB, err := sql.Open(driver, os.Getenv("SQLLOCK_TORTURE_CLOCK_DSN"))
-	if err != nil {
-		t.Fatal(err)
+}
+
+// stopEvent is one SIGSTOP/SIGCONT of a worker, by the database clock:
+// stopAt read before the SIGSTOP, contAt after the SIGCONT.
+type stopEvent struct {
+	pid            int
+	stopAt, contAt int64
+}
+
+// run is one dialect's torture: its workers and what the fault loop did.
+type run struct {
+	t     *testing.T
+	tg    testdb.Target
+	cfg   runConfig
+	proxy *testdb.Proxy
+	dir   string
+	names []string
+	until time.Time
+
+	procs    []*process // every worker started, in order
+	live     [workers]*process
+	killedAt map[int]int64 // pid -> database clock just before its SIGKILL
+	stops    []stopEvent
+	cuts     int
+	restarts int
+}
+
+func torture(t *testing.T, tg testdb.Target, cfg runConfig) {
+	r := &run{t: t, tg: tg, cfg: cfg, dir: t.TempDir(), killedAt: map[int]int64{}}
+	for _, k := range kinds {
+		for i := range 2 {
+			r.names = append(r.names, fmt.Sprintf("%s/%s/%d", k, testdb.Name(t), i))
+		}
 	}
-	led, err := openLedger(os.Getenv("SQLLOCK_TORTURE_LEDGER"))
-	if err != nil {
-		t.Fatal(err)
+	r.proxy = testdb.NewProxy(t, tg.HostPort())
+	start := time.Now()
+	r.until = start.Add(cfg.length)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range r.procs {
+				t.Log(p.output())
+			}
+		}
+	})
+	for slot := range r.live {
+		r.spawn(slot)
 	}
-	until, _ := strconv.ParseInt(os.Getenv("SQLLOCK_TORTURE_UNTIL"), 10, 64)
-	deadline := time.UnixMilli(until)
-	names := strings.Split(os.Getenv("SQLLOCK_TORTURE_NAMES"), ",")
-	rl, err := rowlock.New(lockDB, rowlock.WithWaiterTTL(tortureTTL), rowlock.WithPollInterval(5*time.Millisecond, 200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+	r.faults(start)
+
+	for _, p := range r.live {
+		select {
+		case <-p.done:
+		case <-time.After(cfg.length + 2*time.Minute):
+			t.Fatalf("worker pid %d did not finish", p.pid)
+		}
 	}
-	fl, err := forupdate.New(lockDB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println("worker up")
-	var holds atomic.Int64
-	var wg sync.WaitGroup
-	for range perWorker {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				name := names[rand.IntN(len(names))]
-				var l dblock.Locker = rl
-				if strings.HasPrefix(name, "forupdate/") {
-					l = fl
-				}
-				if hold(l, clockDB, dialect, led, name) {
-					holds.Add(1)
+	var recs []record
+	for _, p := range r.procs {
+		if !p.wasKilled() {
+			if _, errs := p.verify(); len(errs) > 0 {
+				for _, err := range errs {
+					t.Error(err)
 				}
 			}
-		}()
+		}
+		pr, err := readLedger(p.ledger, p.wasKilled())
+		if err != nil {
+			t.Error(err)
+		}
+		recs = append(recs, pr...)
 	}
-	wg.Wait()
-	fmt.Printf("worker done %d\n", holds.Load())
+	ivs, errs := intervals(recs, r.killedAt)
+	errs = append(errs, check(ivs)...)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	r.checkExercised(ivs)
+	r.checkAcquirable()
+	summary := r.summary(ivs)
+	t.Log(summary)
+	fmt.Println(summary)
 }
 
-// hold takes name once, records the hold and releases it; it reports
-// whether a hold was recorded.
-//
-// A rowlock holder believes in its lock while Lock.Err is nil: the lease
-// outlives that belief by design. A forupdate lock lives exactly as long as
-// its transaction, which the server may end at any moment (a cut
-// connection), so its holder reads the clock inside that transaction: a read
-// that succeeds proves the row was still locked at that time.
-func hold(l dblock.Locker, clockDB *sql.DB, d dblock.Dialect, led *ledger, name string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*tortureTTL)
-	defer cancel()
-	opts := []dblock.Option{dblock.TTL(tortureTTL)}
-	if strings.HasPrefix(name, "fair/") {
-		opts = append(opts, dblock.Fair())
-	}
-	lock, err := l.Acquire(ctx, name, opts...)
-	if err != nil {
-		return false
-	}
-	defer lock.Release(context.Background())
-	var clock querier = clockDB
-	if fu, ok := lock.(*forupdate.Lock); ok {
-		clock = fu.Tx()
-	}
-	start, err := dbNow(clock, d)
-	if err != nil || lock.Err() != nil {
-		return false
-	}
-	time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
-	end, err := dbNow(clock, d)
-	if err != nil || lock.Err() != nil {
-		// Still believed at start only.
-		end = start
-	}
-	return led.add(entry{Name: name, Token: lock.Token(), Start: start, End: end, Pid: os.Getpid()}) == nil
+// spawn starts a worker in slot, for the rest of the run.
+func (r *run) spawn(slot int) {
+	n := len(r.procs) + 1
+	p := startWorker(r.t, slot, slotOffsets[slot],
+		filepath.Join(r.dir, fmt.Sprintf("worker-%d.jsonl", n)),
+		filepath.Join(r.dir, fmt.Sprintf("worker-%d.log", n)),
+		max(time.Until(r.until), 0),
+		[]string{
+			envDialect + "=" + r.tg.Name,
+			envDSN + "=" + r.tg.DSNVia(r.proxy.Addr()),
+			envClockDSN + "=" + r.tg.DSN,
+			envNames + "=" + strings.Join(r.names, ","),
+		})
+	r.procs = append(r.procs, p)
+	r.live[slot] = p
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// dbNow is the database clock in µs since the epoch.
-func dbNow(db querier, d dblock.Dialect) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), tortureTTL)
-	defer cancel()
-	q := `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
-	if d == dblock.MySQL {
-		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+// faults runs the fault loop until two seconds before the end, and until
+// each kind of fault has happened at least once: SIGKILL of a worker,
+// SIGSTOP and SIGCONT of a worker (a holder paused past its lease, as by a
+// long GC pause), a cut of every connection through the proxy, and (not
+// under -short) one restart of the server, half way through.
+func (r *run) faults(start time.Time) {
+	t := r.t
+	pending := []string{"kill", "stop", "cut"}
+	rand.Shuffle(len(pending), func(i, j int) { pending[i], pending[j] = pending[j], pending[i] })
+	restartAt := start.Add(r.cfg.length / 2)
+	end := r.until.Add(-2 * time.Second)
+	for time.Now().Before(end) || len(pending) > 0 || (!r.cfg.short && r.restarts == 0) {
+		// Long enough for a worker woken by SIGCONT to record that it lost
+		// its holds before anything else happens to it.
+		time.Sleep(time.Duration(400+rand.IntN(600)) * time.Millisecond)
+		if !r.cfg.short && r.restarts == 0 && time.Now().After(restartAt) {
+			restartServer(t, r.tg)
+			r.restarts++
+			continue
+		}
+		var running []int
+		for slot, p := range r.live {
+			if p.running() {
+				running = append(running, slot)
+			}
+		}
+		if len(running) == 0 {
+			break // checkExercised reports any fault that did not happen
+		}
+		slot := running[rand.IntN(len(running))]
+		kind := []string{"kill", "stop", "cut"}[rand.IntN(3)]
+		if len(pending) > 0 {
+			kind, pending = pending[0], pending[1:]
+		}
+		switch kind {
+		case "kill":
+			p := r.live[slot]
+			// Read before the signal: a forupdate successor gets the row the
+			// moment the connection dies, so a reading after could be later
+			// than its start though the killed holder was gone by then.
+			at := r.dbNow()
+			if !p.kill() {
+				pending = append(pending, kind) // it had just ended: try another
+				continue
+			}
+			r.killedAt[p.pid] = at
+			r.spawn(slot)
+		case "stop":
+			p := r.live[slot]
+			ev := stopEvent{pid: p.pid, stopAt: r.dbNow()}
+			if err := p.signal(syscall.SIGSTOP); err != nil {
+				pending = append(pending, kind) // it had just ended: try another
+				continue
+			}
+			time.Sleep(tortureTTL*3/2 + time.Duration(rand.Int64N(int64(tortureTTL))))
+			if err := p.signal(syscall.SIGCONT); err != nil {
+				t.Fatalf("SIGCONT pid %d: %v", p.pid, err)
+			}
+			ev.contAt = r.dbNow()
+			r.stops = append(r.stops, ev)
+		case "cut":
+			r.proxy.Cut()
+			time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
+			r.proxy.Restore()
+			r.cuts++
+		}
 	}
-	var us int64
-	err := db.QueryRowContext(ctx, q).Scan(&us)
-	return us, err
 }
 
-// worker is a running worker process.
-type worker struct {
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan struct{}
-}
-
-// startWorker runs a worker; skew offsets its monotonic clock by an hour
-// through a Linux time namespace (Go's timers and leases run on it).
-func startWorker(t *testing.T, env []string, skew bool) *worker {
-	t.Helper()
-	args := []string{os.Args[0], "-test.run=^TestTortureWorker$", "-test.count=1", "-test.v"}
-	if skew {
-		args = append([]string{"unshare", "--time", "--monotonic", "3600", "--boottime", "3600"}, args...)
+// dbNow reads the database clock straight from the server, retrying for
+// a while; it fails the test when the server does not answer for 30 s.
+func (r *run) dbNow() int64 {
+	var err error
+	for range 300 {
+		var us int64
+		if us, err = dbNow(r.tg.DB, r.tg.Dialect); err == nil {
+			return us
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(append(os.Environ(), "SQLLOCK_TEST_CHILD=1"), env...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	r.t.Fatalf("reading the %s clock: %v", r.tg.Name, err)
+	return 0
+}
+
+// checkExercised fails a run that proved less than it claims: every fault
+// happened, every name was held, and the skewed workers held every kind.
+func (r *run) checkExercised(ivs []interval) {
+	t := r.t
+	if len(r.killedAt) == 0 || len(r.stops) == 0 || r.cuts == 0 {
+		t.Errorf("faults: %d SIGKILLs, %d SIGSTOPs, %d cuts: want each > 0", len(r.killedAt), len(r.stops), r.cuts)
+	}
+	if want := map[bool]int{false: 1, true: 0}[r.cfg.short]; r.restarts != want {
+		t.Errorf("%d server restarts, want %d", r.restarts, want)
+	}
+	perName := map[string]int{}
+	offsetOf := r.offsets()
+	type offsetKind struct {
+		offset time.Duration
+		kind   string
+	}
+	skewed := map[offsetKind]int{}
+	for _, iv := range ivs {
+		perName[iv.Name]++
+		kind := kindOf(iv.Name)
+		if r.cfg.short {
+			kind = "any"
+		}
+		skewed[offsetKind{offsetOf[iv.Pid], kind}]++
+	}
+	for _, name := range r.names {
+		if perName[name] == 0 {
+			t.Errorf("%s was never held: the torture exercised nothing", name)
+		}
+	}
+	for _, offset := range slotOffsets {
+		if offset == 0 {
+			continue
+		}
+		want := kinds
+		if r.cfg.short {
+			want = []string{"any"}
+		}
+		for _, kind := range want {
+			if skewed[offsetKind{offset, kind}] == 0 {
+				t.Errorf("workers whose clock is off by %v recorded no hold (kind %s): skew went untested", offset, kind)
+			}
+		}
+	}
+}
+
+func (r *run) offsets() map[int]time.Duration {
+	m := map[int]time.Duration{}
+	for _, p := range r.procs {
+		m[p.pid] = p.offset
+	}
+	return m
+}
+
+// checkAcquirable proves every lock can be had again once the dust
+// settles: fair names through the fair queue, so that a waiter queue stuck
+// on a dead waiter is caught too.
+func (r *run) checkAcquirable() {
+	t := r.t
+	rl, err := rowlock.New(r.tg.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start worker (skew %v): %v", skew, err)
+	defer func() { _ = rl.Close() }()
+	fl, err := forupdate.New(r.tg.DB)
+	if err != nil {
+		t.Fatal(err)
 	}
-	w := &worker{cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			w.lines <- sc.Text()
+	for _, name := range r.names {
+		var l dblock.Locker = rl
+		opts := []dblock.Option{dblock.TTL(tortureTTL)}
+		switch kindOf(name) {
+		case "fair":
+			opts = append(opts, dblock.Fair())
+		case "forupdate":
+			l = fl
 		}
-		_ = cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(w.kill)
-	return w
+		// Generous: a liveness bound, not a timing claim.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*tortureTTL)
+		k, err := l.Acquire(ctx, name, opts...)
+		cancel()
+		if err != nil {
+			t.Errorf("%s not acquirable after the torture: %v", name, err)
+			continue
+		}
+		if err := k.Release(t.Context()); err != nil {
+			t.Errorf("%s: release after the torture: %v", name, err)
+		}
+	}
 }
 
-func (w *worker) kill() {
-	_ = w.cmd.Process.Kill()
-	<-w.done
+// summary is the line that says what the run survived.
+func (r *run) summary(ivs []interval) string {
+	type stats struct{ holds, long, lost, open, acrossStop int }
+	perKind := map[string]*stats{}
+	for _, k := range kinds {
+		perKind[k] = &stats{}
+	}
+	offsetOf := r.offsets()
+	perOffset := map[time.Duration]int{}
+	for _, iv := range ivs {
+		s := perKind[kindOf(iv.Name)]
+		s.holds++
+		if iv.End-iv.Start > tortureTTL.Microseconds() {
+			s.long++
+		}
+		if iv.Lost {
+			s.lost++
+		}
+		if iv.Open {
+			s.open++
+		}
+		// Held from before a SIGSTOP of its process to after the SIGCONT.
+		if slices.ContainsFunc(r.stops, func(ev stopEvent) bool {
+			return ev.pid == iv.Pid && iv.Start <= ev.stopAt && iv.Ended >= ev.contAt
+		}) {
+			s.acrossStop++
+		}
+		perOffset[offsetOf[iv.Pid]]++
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "torture %s: %d acquisitions checked over %d names by %d worker processes (clock +1h: %d holds, -1h: %d)",
+		r.tg.Name, len(ivs), len(r.names), len(r.procs), perOffset[time.Hour], perOffset[-time.Hour])
+	for _, k := range kinds {
+		s := perKind[k]
+		fmt.Fprintf(&b, "; %s: %d holds, %d past the TTL, %d ended by a lost lock, %d cut off by SIGKILL, %d held across a SIGSTOP",
+			k, s.holds, s.long, s.lost, s.open, s.acrossStop)
+	}
+	fmt.Fprintf(&b, "; survived %d SIGKILLs, %d SIGSTOPs, %d connection cuts, %d server restarts",
+		len(r.killedAt), len(r.stops), r.cuts, r.restarts)
+	switch {
+	case r.cfg.short:
+		b.WriteString(" (restart skipped under -short)")
+	case restartIsNoop(r.tg):
+		fmt.Fprintf(&b, " (no-op: %s=true)", restartEnv(r.tg))
+	}
+	return b.String()
+}
+
+func restartEnv(tg testdb.Target) string {
+	return "SQLLOCK_TORTURE_RESTART_" + strings.ToUpper(tg.Name)
+}
+
+// restartIsNoop reports whether the restart command is `true`, which
+// developers use to run the suite beside other tests.
+func restartIsNoop(tg testdb.Target) bool {
+	return strings.TrimSpace(os.Getenv(restartEnv(tg))) == "true"
 }
 
 // restartServer restarts a database server and waits until it answers.
@@ -206,7 +411,7 @@ func restartServer(t *testing.T, tg testdb.Target) {
 			`for i in $(seq 100); do pgrep -x mariadbd >/dev/null || break; sleep 0.1; done; ` +
 			`start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`,
 	}[tg.Dialect]
-	if v := os.Getenv("SQLLOCK_TORTURE_RESTART_" + strings.ToUpper(tg.Name)); v != "" {
+	if v := os.Getenv(restartEnv(tg)); v != "" {
 		cmd = v
 	}
 	if out, err := exec.Command("bash", "-c", cmd).CombinedOutput(); err != nil {
@@ -222,112 +427,4 @@ func restartServer(t *testing.T, tg testdb.Target) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s did not come back within a minute of its restart", tg.Name)
-}
-
-func TestTorture(t *testing.T) {
-	if testing.Short() {
-		t.Skip("torture suite: not under -short")
-	}
-	for _, tg := range testdb.Targets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			var names []string
-			for _, k := range kinds {
-				for i := range 2 {
-					names = append(names, fmt.Sprintf("%s/%s/%d", k, testdb.Name(t), i))
-				}
-			}
-			proxy := testdb.NewProxy(t, tg.HostPort())
-			dir := t.TempDir()
-			until := time.Now().Add(tortureLength)
-			n := 0
-			env := func() []string {
-				n++
-				return []string{
-					"SQLLOCK_TORTURE_DIALECT=" + tg.Name,
-					"SQLLOCK_TORTURE_DSN=" + tg.DSNVia(proxy.Addr()),
-					"SQLLOCK_TORTURE_CLOCK_DSN=" + tg.DSN,
-					"SQLLOCK_TORTURE_LEDGER=" + filepath.Join(dir, fmt.Sprintf("worker-%d.jsonl", n)),
-					"SQLLOCK_TORTURE_NAMES=" + strings.Join(names, ","),
-					"SQLLOCK_TORTURE_UNTIL=" + strconv.FormatInt(until.UnixMilli(), 10),
-				}
-			}
-			live := make([]*worker, workers)
-			for i := range live {
-				// One worker runs an hour ahead on its monotonic clock.
-				live[i] = startWorker(t, env(), i == 0)
-			}
-			var kills, cuts, restarts int
-			restarted := false
-			for time.Now().Before(until.Add(-2 * time.Second)) {
-				time.Sleep(time.Duration(500+rand.IntN(700)) * time.Millisecond)
-				switch {
-				case !restarted && time.Until(until) < tortureLength/2:
-					restartServer(t, tg)
-					restarted = true
-					restarts++
-				case rand.IntN(2) == 0:
-					i := 1 + rand.IntN(workers-1)
-					live[i].kill()
-					live[i] = startWorker(t, env(), false)
-					kills++
-				default:
-					proxy.Cut()
-					time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
-					proxy.Restore()
-					cuts++
-				}
-			}
-			for _, w := range live {
-				select {
-				case <-w.done:
-				case <-time.After(tortureLength + 30*time.Second):
-					t.Fatal("a worker did not finish")
-				}
-			}
-			entries, err := readLedgers(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, err := range check(entries) {
-				t.Error(err)
-			}
-			perName := map[string]int{}
-			for _, e := range entries {
-				perName[e.Name]++
-			}
-			for _, name := range names {
-				if perName[name] == 0 {
-					t.Errorf("%s was never held: the torture exercised nothing", name)
-				}
-			}
-			// Every lock can be had again once the dust settles.
-			rl, err := rowlock.New(tg.DB)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rl.Close()
-			fl, err := forupdate.New(tg.DB)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, name := range names {
-				var l dblock.Locker = rl
-				if strings.HasPrefix(name, "forupdate/") {
-					l = fl
-				}
-				ctx, cancel := context.WithTimeout(t.Context(), 30*tortureTTL)
-				k, err := l.Acquire(ctx, name)
-				cancel()
-				if err != nil {
-					t.Errorf("%s not acquirable after the torture: %v", name, err)
-					continue
-				}
-				_ = k.Release(t.Context())
-			}
-			summary := fmt.Sprintf("torture %s: %d holds checked over %d names by %d workers (one an hour ahead); survived %d SIGKILLs, %d connection cuts, %d server restarts",
-				tg.Name, len(entries), len(names), n, kills, cuts, restarts)
-			t.Log(summary)
-			fmt.Println(summary)
-		})
-	}
 }
