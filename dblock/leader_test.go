@@ -81,16 +81,52 @@ func TestLeaderChild(t *testing.T) {
 	}
 }
 
+// failoverPollSlack is how long after the dead leader's lease lapses, by
+// the database clock, a campaigning Leader may take to notice and take
+// over: its Locker polls at most every failoverMaxPoll (with up to 20%
+// jitter), and on a loaded machine a round trip and the scheduling of
+// its goroutine come on top. Generous, since the machine is shared; the
+// point is that the takeover follows the lapse, not a multiple of the TTL.
+const (
+	failoverMaxPoll   = 100 * time.Millisecond
+	failoverPollSlack = time.Second
+)
+
+// leaseRow reads name's lock row: its token, when it was acquired and
+// when its lease ends, and the database clock now, in microseconds since
+// the Unix epoch by the database clock.
+func leaseRow(t *testing.T, tg testdb.Target, name string) (token, acquiredAt, expiresAt, now int64) {
+	t.Helper()
+	q := `SELECT token, (extract(epoch FROM acquired_at) * 1000000)::bigint, (extract(epoch FROM expires_at) * 1000000)::bigint,
+		(extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM dblock_locks WHERE name = $1`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT token, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', acquired_at), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at),
+			TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) FROM dblock_locks WHERE name = ?`
+	}
+	if err := tg.DB.QueryRowContext(t.Context(), q, name).Scan(&token, &acquiredAt, &expiresAt, &now); err != nil {
+		t.Fatalf("lock row of %q: %v", name, err)
+	}
+	return token, acquiredAt, expiresAt, now
+}
+
+// dbTime formats microseconds since the epoch, for messages.
+func dbTime(micros int64) string { return time.UnixMicro(micros).UTC().Format("15:04:05.000000") }
+
 // TestLeaderFailoverAfterKill: the leader's process is SIGKILLed; a Leader
-// campaigning in this process takes over once the dead one's lease lapses.
+// campaigning in this process takes over within the TTL, by the database
+// clock: the dead leader's lease ends at most one TTL after its death (it
+// renewed no later than that), and the new leader's term begins once the
+// lease has lapsed, not before, and within a poll's slack after. The
+// generous bounds on the wall clock only stop a hung test.
 func TestLeaderFailoverAfterKill(t *testing.T) {
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
 			name := testdb.Name(t)
 			child := testdb.Child(t, "TestLeaderChild",
 				"SQLLOCK_LEADER_NAME="+name, "SQLLOCK_LEADER_DIALECT="+tg.Name, "SQLLOCK_LEADER_TTL="+ttl.String())
-			waitCtx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			waitCtx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			line, err := child.WaitLine(waitCtx, "leader ")
 			if err != nil {
@@ -100,10 +136,40 @@ func TestLeaderFailoverAfterKill(t *testing.T) {
 			if err != nil {
 				t.Fatalf("child said %q: %v", line, err)
 			}
+			if _, err := newTestLocker(t, tg.DB).TryAcquire(t.Context(), name); !errors.Is(err, dblock.ErrNotAcquired) {
+				t.Fatalf("TryAcquire while the child leads = %v, want ErrNotAcquired", err)
+			}
+			// Killed after a renewal, so that what is checked is the lease
+			// a renewing leader leaves behind, not only its first one.
+			_, _, firstExpiry, _ := leaseRow(t, tg, name)
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if _, _, expiry, _ := leaseRow(t, tg, name); expiry > firstExpiry {
+					break
+				}
+				if time.Now().After(deadline) { // against hangs only
+					t.Fatal("the child leader never renewed its lease")
+				}
+			}
 
+			child.Kill() // returns once the process is reaped
+			// Nobody else campaigns yet: the row is still the dead leader's.
+			token, _, deadExpiry, afterDeath := leaseRow(t, tg, name)
+			if token != childToken {
+				t.Fatalf("lock row has token %d, the dead leader's is %d", token, childToken)
+			}
+			if limit := afterDeath + ttl.Microseconds(); deadExpiry > limit {
+				t.Fatalf("the dead leader's lease ends at %s, more than the TTL %v after its death (before %s)",
+					dbTime(deadExpiry), ttl, dbTime(afterDeath))
+			}
+
+			l, err := rowlock.New(tg.DB, rowlock.WithPollInterval(5*time.Millisecond, failoverMaxPoll))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
 			elected := make(chan int64, 1)
 			var ld *dblock.Leader
-			ld, err = dblock.NewLeader(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
+			ld, err = dblock.NewLeader(l, name, func(ctx context.Context) error {
 				elected <- ld.Lock().Token()
 				<-ctx.Done()
 				return nil
@@ -111,21 +177,32 @@ func TestLeaderFailoverAfterKill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			_, _, _, campaignFrom := leaseRow(t, tg, name)
 			stop := runLeader(t, ld)
-			if ld.IsLeader() {
-				t.Fatal("IsLeader while the child leads")
-			}
-			child.Kill()
 
-			// Bounded generously against hangs; the takeover needs one TTL.
+			var newToken int64
 			select {
-			case token := <-elected:
-				if token <= childToken {
-					t.Fatalf("new leader's token %d not above the dead leader's %d", token, childToken)
-				}
-			case <-time.After(20 * ttl):
+			case newToken = <-elected:
+			case <-time.After(60 * time.Second): // against hangs only
 				t.Fatal("no takeover after the leader was killed")
 			}
+			if newToken <= childToken {
+				t.Fatalf("new leader's token %d not above the dead leader's %d", newToken, childToken)
+			}
+			token, acquiredAt, _, _ := leaseRow(t, tg, name)
+			if token != newToken {
+				t.Fatalf("lock row has token %d, the new leader's is %d", token, newToken)
+			}
+			if acquiredAt < deadExpiry {
+				t.Fatalf("new leader took over at %s, before the dead leader's lease ended at %s", dbTime(acquiredAt), dbTime(deadExpiry))
+			}
+			if limit := max(deadExpiry, campaignFrom) + failoverPollSlack.Microseconds(); acquiredAt > limit {
+				t.Fatalf("new leader took over at %s: the dead leader's lease ended at %s and it campaigned from %s, "+
+					"so it should have by %s", dbTime(acquiredAt), dbTime(deadExpiry), dbTime(campaignFrom), dbTime(limit))
+			}
+			t.Logf("lease lapsed %s after the death was seen; new term %s after the lapse (database clock)",
+				time.Duration(deadExpiry-afterDeath)*time.Microsecond, time.Duration(acquiredAt-max(deadExpiry, campaignFrom))*time.Microsecond)
+
 			if !ld.IsLeader() || ld.Lock() == nil {
 				t.Fatal("IsLeader false while leading")
 			}
