@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -52,8 +53,10 @@ type Ticket struct {
 	name  string
 	owner dblock.Owner
 
+	// id is read without mu (ID), so that callers ordering waiters by it
+	// never wait for a re-enqueue in flight; it is written under mu.
+	id   atomic.Int64
 	mu   sync.Mutex
-	id   int64
 	left bool // set by Leave; a heartbeat must not queue it again
 }
 
@@ -110,7 +113,7 @@ func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*
 	if err != nil {
 		return nil, dblock.WrapDBError("queue: enqueue", err)
 	}
-	t.id = id
+	t.id.Store(id)
 	q.mu.Lock()
 	q.tickets[t] = struct{}{}
 	if q.stop == nil {
@@ -124,11 +127,7 @@ func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*
 
 // ID is the waiter's row id; ids order the queue. It changes if the waiter
 // had lapsed (a heartbeat failed for a whole TTL) and had to enqueue again.
-func (t *Ticket) ID() int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.id
-}
+func (t *Ticket) ID() int64 { return t.id.Load() }
 
 // Leave removes the waiter from the queue. It uses its own short timeout
 // when ctx is already done, so a canceled Acquire still leaves at once.
@@ -237,7 +236,7 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 				if err != nil {
 					q.log.Warn("queue: re-enqueue failed", "name", t.name, "error", err)
 				} else {
-					t.id = id
+					t.id.Store(id)
 				}
 			}
 			t.mu.Unlock()

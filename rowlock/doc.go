@@ -25,6 +25,7 @@
 // Waiting: on PostgreSQL, releases are announced with NOTIFY and one
 // listening connection per Locker wakes its waiters; on MySQL waiters poll
 // with backoff and jitter. Waiters in the same process are woken directly by
-// a release. Only the longest-waiting waiter of a name in each Locker is
-// woken, so a release never stampedes.
+// a release. Only the first waiter of a name in each Locker is woken, so a
+// release never stampedes: the fair waiter with the oldest place in the
+// queue, or with none queued the longest-waiting one.
 package rowlock

@@ -32,57 +32,164 @@ func waitQueued(t testing.TB, l *rowlock.Locker, name string, n int) []queue.Wai
 	return nil
 }
 
-// TestFairOrder: 16 fair waiters on two Lockers take the lock in exactly the
-// order they joined the queue, round after round.
+// TestFairOrder: 16 fair waiters on two Lockers, enqueuing concurrently,
+// take the lock in exactly the order of their places in the queue, round
+// after round. Waiters that are not first in their Locker never recheck on
+// their own during the test, so a waiter left asleep while the lock is
+// free hangs the round until its liveness bound.
 func TestFairOrder(t *testing.T) {
-	const waiters, rounds = 16, 3
+	waiters, rounds := 16, 10
+	if testing.Short() {
+		rounds = 3
+	}
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			ctx := t.Context()
-			lockers := []*rowlock.Locker{newLocker(t, tg.DB), newLocker(t, tg.DB)}
+			lockers := []*rowlock.Locker{
+				newLocker(t, tg.DB, rowlock.WithIdleRecheck(time.Hour)),
+				newLocker(t, tg.DB, rowlock.WithIdleRecheck(time.Hour)),
+			}
 			name := testdb.Name(t)
 			for round := range rounds {
-				holder, err := lockers[0].Acquire(ctx, name)
+				fairRound(t, lockers, name, round, waiters)
+			}
+		})
+	}
+}
+
+// fairRound queues waiters fair waiters at once behind a holder, releases
+// it, and checks that they got the lock in queue order.
+func fairRound(t *testing.T, lockers []*rowlock.Locker, name string, round, waiters int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
+	defer cancel()
+	holder, err := lockers[0].Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	var wg sync.WaitGroup
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		owner := fmt.Sprintf("round-%d-waiter-%d", round, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := lockers[i%2].Acquire(dblock.WithOwner(ctx, owner), name, dblock.Fair())
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", owner, err)
+				return
+			}
+			mu.Lock()
+			got = append(got, owner)
+			mu.Unlock()
+			if err := k.Release(context.Background()); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	var want []string
+	for _, w := range waitQueued(t, lockers[0], name, waiters) {
+		want = append(want, w.OwnerID)
+	}
+	release(t, holder)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("round %d: %v", round, err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("round %d: acquisition order\n%v\nqueue order\n%v", round, got, want)
+	}
+}
+
+// TestFairHeadPollsInItsLocker: the waiter of a Locker that polls and is
+// woken by releases is the one with the oldest place in the queue, not the
+// one that called Acquire first. Here the first caller is sent to the tail
+// (its row deleted, as when it lapsed: its heartbeat queues it again), and
+// the other waiters of the Locker never recheck on their own during the
+// test: if the first caller still polled, the real head would sleep while
+// the lock is free, and the test would hang until its liveness bound.
+func TestFairHeadPollsInItsLocker(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
+			defer cancel()
+			l := newLocker(t, tg.DB, rowlock.WithWaiterTTL(300*time.Millisecond), rowlock.WithIdleRecheck(time.Hour))
+			name := testdb.Name(t)
+			holder, err := newLocker(t, tg.DB).TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan string, 2)
+			failed, released := make(chan error, 2), make(chan error, 2)
+			wait := func(owner string) {
+				k, err := l.Acquire(dblock.WithOwner(ctx, owner), name, dblock.Fair())
 				if err != nil {
-					t.Fatal(err)
+					failed <- fmt.Errorf("%s: %w", owner, err)
+					return
 				}
-				var mu sync.Mutex
-				var got []int
-				var wg sync.WaitGroup
-				errs := make(chan error, waiters)
-				for i := range waiters {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						k, err := lockers[i%2].Acquire(ctx, name, dblock.Fair())
-						if err != nil {
-							errs <- err
-							return
-						}
-						mu.Lock()
-						got = append(got, i)
-						mu.Unlock()
-						if err := k.Release(ctx); err != nil {
-							errs <- err
-						}
-					}()
-					// Enqueue one at a time, so the enqueue order is known.
-					waitQueued(t, lockers[0], name, i+1)
-				}
-				release(t, holder)
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					t.Fatal(err)
-				}
-				for i, w := range got {
-					if w != i {
-						t.Fatalf("round %d: acquisition order %v, want 0..%d in order", round, got, waiters-1)
+				got <- owner
+				released <- k.Release(context.Background())
+			}
+			go wait("first-caller")
+			ws := waitQueued(t, l, name, 1)
+			go wait("second-caller")
+			waitQueued(t, l, name, 2)
+			deleteWaiter(t, tg, ws[0].ID)
+			waitQueueOrder(t, l, name, "second-caller", "first-caller")
+			release(t, holder)
+			for _, want := range []string{"second-caller", "first-caller"} {
+				select {
+				case owner := <-got:
+					if owner != want {
+						t.Fatalf("%s got the lock, want %s", owner, want)
 					}
+				case err := <-failed:
+					t.Fatalf("waiter failed before %s got the lock: %v", want, err)
+				}
+			}
+			for range 2 {
+				if err := <-released; err != nil {
+					t.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// deleteWaiter deletes a waiter row by hand.
+func deleteWaiter(t testing.TB, tg testdb.Target, id int64) {
+	t.Helper()
+	q := `DELETE FROM dblock_waiters WHERE id = $1`
+	if tg.Dialect == dblock.MySQL {
+		q = `DELETE FROM dblock_waiters WHERE id = ?`
+	}
+	if _, err := tg.DB.ExecContext(context.Background(), q, id); err != nil {
+		t.Fatalf("delete waiter %d: %v", id, err)
+	}
+}
+
+// waitQueueOrder polls (bounded) until name's live waiters are owners, in
+// that order.
+func waitQueueOrder(t testing.TB, l *rowlock.Locker, name string, owners ...string) {
+	t.Helper()
+	var ids []string
+	for range 1000 {
+		ws, err := l.Waiters(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[:0]
+		for _, w := range ws {
+			ids = append(ids, w.OwnerID)
+		}
+		if fmt.Sprint(ids) == fmt.Sprint(owners) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("queue of %q is %v, never %v", name, ids, owners)
 }
 
 // TestQueueBlocksBargers: while a fair waiter is queued, a free lock goes to

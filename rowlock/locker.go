@@ -41,6 +41,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		listenerIdle: DefaultListenerIdle,
 		listen:       true,
 		waiterTTL:    queue.DefaultWaiterTTL,
+		idleRecheck:  DefaultIdleRecheck,
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -178,7 +179,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 		}
 	}()
 	p := pacer{minPoll: l.cfg.minPoll, maxPoll: l.cfg.maxPoll}
-	listening := false
+	listening, wasFirst := false, false
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -210,6 +211,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 				}
 				return nil, err
 			}
+			l.waiters.setTicket(w, ticket)
 			continue
 		}
 		if l.ln != nil && !listening {
@@ -222,8 +224,16 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 		// Only the first waiter of a name in this Locker polls; the others
 		// sleep until it leaves (it wakes the next) or a release wakes
 		// them, so idle waiters cost the database nothing.
-		pause := DefaultIdleRecheck
-		if l.waiters.isFirst(name, w) {
+		pause := l.cfg.idleRecheck
+		first := l.waiters.isFirst(name, w)
+		if wasFirst && !first {
+			// A waiter with an older place in the queue (or this one,
+			// queued again at the tail) is first now: it must poll, and
+			// may be asleep.
+			l.waiters.wakeFirst(name)
+		}
+		wasFirst = first
+		if first {
 			remaining, notified := out.remaining, listening
 			if listening {
 				// Releases are announced only when asked for.

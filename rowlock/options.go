@@ -40,6 +40,7 @@ type config struct {
 	listenerIdle time.Duration
 	listen       bool
 	waiterTTL    time.Duration
+	idleRecheck  time.Duration
 }
 
 // WithDialect sets the SQL dialect. Default: detected from the driver
@@ -73,8 +74,15 @@ func WithWaiterTTL(d time.Duration) Option { return func(c *config) { c.waiterTT
 
 // DefaultIdleRecheck is how often a waiter that is not the first of its name
 // in its Locker checks the lock on its own; the first one polls and is woken
-// by releases, and wakes the next when it leaves.
+// by releases, and wakes the next when it leaves. The first is the fair
+// waiter with the oldest place in the queue, or, with no fair waiter, the
+// longest-waiting one.
 const DefaultIdleRecheck = 30 * time.Second
+
+// WithIdleRecheck sets how often waiters that are not the first of their
+// name in the Locker check the lock on their own: a safety net that costs
+// one try per waiter per period. Default DefaultIdleRecheck.
+func WithIdleRecheck(d time.Duration) Option { return func(c *config) { c.idleRecheck = d } }
 
 func (c *config) validate() error {
 	switch {
@@ -82,6 +90,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("rowlock: %w: %q", dblock.ErrUnknownDialect, c.dialect)
 	case c.minPoll <= 0 || c.maxPoll < c.minPoll:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithPollInterval", Reason: "need 0 < min <= max"})
+	case c.idleRecheck <= 0:
+		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithIdleRecheck", Reason: "must be positive"})
 	case c.listenerIdle < 0:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithListenerIdle", Reason: "must not be negative"})
 	case c.logger == nil:

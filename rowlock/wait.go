@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/sqllock/sqllock/queue"
 )
 
 // waiter is one Acquire call waiting for a name.
@@ -11,14 +13,25 @@ type waiter struct {
 	// wake holds at most one pending wake-up, so a release that happens
 	// while the waiter is busy trying is not lost.
 	wake chan struct{}
+	// ticket is the waiter's place in the fair queue, nil when it has none
+	// (yet); guarded by the waitlist's mu.
+	ticket *queue.Ticket
 }
 
-// waitlist holds a Locker's waiters, per name in arrival order. A release
-// wakes only the first: the others keep sleeping until their own timers, so
-// a release costs one try per Locker, not one per waiter.
+// waitlist holds a Locker's waiters per name. Only the first of a name
+// polls and is woken by releases: the others keep sleeping until their own
+// timers, so a release costs one try per Locker, not one per waiter.
+//
+// The first is the waiter that can take the lock soonest: the fair waiter
+// with the oldest place in the queue (the lowest ticket id), or, when none
+// has a ticket, the one that arrived first. Arrival order is not queue
+// order: two goroutines may enqueue in the opposite order to their calls,
+// and a waiter whose row lapsed is queued again at the tail. Were the first
+// by arrival not the head of the queue, the head would sleep while the lock
+// is free.
 type waitlist struct {
 	mu     sync.Mutex
-	byName map[string][]*waiter
+	byName map[string][]*waiter // in arrival order
 	total  int
 	// onBusy and onIdle run (under mu) when the list gains its first waiter
 	// and loses its last.
@@ -40,13 +53,21 @@ func (wl *waitlist) add(name string) *waiter {
 	return w
 }
 
+// setTicket records w's place in the queue. w may become the first; the
+// waiter it displaces finds out at its next try (see Acquire).
+func (wl *waitlist) setTicket(w *waiter, t *queue.Ticket) {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	w.ticket = t
+}
+
 // remove takes w off the list and wakes the new first waiter of the name,
 // which from now on is the one that polls.
 func (wl *waitlist) remove(name string, w *waiter) {
 	wl.mu.Lock()
 	defer wl.mu.Unlock()
 	list := wl.byName[name]
-	wasFirst := len(list) > 0 && list[0] == w
+	wasFirst := first(list) == w
 	for i, other := range list {
 		if other == w {
 			list = append(list[:i:i], list[i+1:]...)
@@ -63,25 +84,45 @@ func (wl *waitlist) remove(name string, w *waiter) {
 		wl.onIdle()
 	}
 	if wasFirst && len(list) > 0 {
-		signal(list[0])
+		signal(first(list))
 	}
 }
 
-// isFirst reports whether w is the longest-waiting waiter of name.
+// isFirst reports whether w is the waiter of name that polls.
 func (wl *waitlist) isFirst(name string, w *waiter) bool {
 	wl.mu.Lock()
 	defer wl.mu.Unlock()
-	list := wl.byName[name]
-	return len(list) > 0 && list[0] == w
+	return first(wl.byName[name]) == w
 }
 
-// wakeFirst wakes the longest-waiting waiter of name, if any.
+// wakeFirst wakes the waiter of name that polls, if any.
 func (wl *waitlist) wakeFirst(name string) {
 	wl.mu.Lock()
 	defer wl.mu.Unlock()
-	if list := wl.byName[name]; len(list) > 0 {
-		signal(list[0])
+	if w := first(wl.byName[name]); w != nil {
+		signal(w)
 	}
+}
+
+// first is the waiter of list that polls: the one with the lowest ticket
+// id, else the first to arrive. Ticket ids are read afresh, since a waiter
+// whose row lapsed gets a new one. Lists are short (the waiters of one name
+// in one process), and it runs once per try, not per poll of the database.
+func first(list []*waiter) *waiter {
+	var best *waiter
+	var bestID int64
+	for _, w := range list {
+		if w.ticket == nil {
+			continue
+		}
+		if id := w.ticket.ID(); best == nil || id < bestID {
+			best, bestID = w, id
+		}
+	}
+	if best == nil && len(list) > 0 {
+		best = list[0]
+	}
+	return best
 }
 
 func signal(w *waiter) {
