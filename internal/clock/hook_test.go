@@ -28,7 +28,7 @@ var allowedClockReads = map[string]string{
 		"cron computes its schedule from its own time.Now, which the hook cannot reach, so the tick must come from the same clock",
 	"gocronlock/locker.go (*Locker).Lock time.Now": "names the lock after the tick gocron scheduled the run for; " +
 		"gocron schedules by its own time.Now, which the hook cannot reach",
-	"reaper/reaper.go (*Reaper).sweep time.Now": "measures a sweep's duration for the log: only the monotonic reading is used",
+	"reaper/reaper.go (*Reaper).sweep time.Now":   "measures a sweep's duration for the log: only the monotonic reading is used",
 	"reaper/reaper.go (*Reaper).sweep time.Since": "the sweep's duration for the log, from the time.Now above: monotonic readings only",
 	"rowlock/lock.go (*Lock).renewLoop time.Until": "arms a timer for a deadline built from clock.Now, which keeps the monotonic reading: " +
 		"Go subtracts the monotonic readings, so the wait is what it would be on a skewed host",
