@@ -84,7 +84,13 @@ func newMySQL(db *sql.DB, table, counter string) *mysql {
 }
 
 func (*mysql) openSession(ctx context.Context, conn *sql.Conn, ttl time.Duration) error {
-	seconds := min(max(int64((ttl+time.Second-1)/time.Second), 1), maxWaitTimeout)
+	// Rounded up without adding first: ttl+time.Second-1 overflows for the
+	// longest TTLs, which made wait_timeout one second.
+	seconds := int64(ttl / time.Second)
+	if ttl%time.Second != 0 {
+		seconds++
+	}
+	seconds = min(max(seconds, 1), maxWaitTimeout)
 	// An integer computed here, not user input.
 	_, err := conn.ExecContext(ctx, mySaveAndSetTimeout+strconv.FormatInt(seconds, 10))
 	return err

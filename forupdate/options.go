@@ -59,11 +59,21 @@ func (c *config) validate() error {
 	case !c.dialect.Valid():
 		return fmt.Errorf("forupdate: %w: %q", dblock.ErrUnknownDialect, c.dialect)
 	case !identifier.MatchString(c.table):
-		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithTable", Reason: fmt.Sprintf("%q is not a plain SQL identifier", c.table)})
+		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithTable", Reason: fmt.Sprintf("%q is not a plain SQL identifier", shorten(c.table))})
 	case c.logger == nil:
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
 	case c.connTimeout <= 0:
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithConnTimeout", Reason: "must be positive, got " + c.connTimeout.String()})
 	}
 	return nil
+}
+
+// shorten cuts what an error echoes of an input: a 10 MB table name must
+// not come back as a 10 MB message.
+func shorten(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:keep], len(s))
 }
