@@ -100,7 +100,8 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 func (q *Queue) TTL() time.Duration { return q.ttl }
 
 // Enqueue puts a waiter for name at the tail of the queue and keeps it alive
-// until Leave.
+// until Leave. Contention is retried until ctx ends; then the error wraps
+// ctx.Err().
 func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*Ticket, error) {
 	if err := dblock.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
@@ -109,7 +110,11 @@ func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*
 		return nil, err
 	}
 	t := &Ticket{q: q, name: name, owner: owner}
-	id, err := q.sql.insert(ctx, q.db, name, owner, q.ttl)
+	var id int64
+	err := retryContention(ctx, func() (err error) {
+		id, err = q.sql.insert(ctx, q.db, name, owner, q.ttl)
+		return err
+	})
 	if err != nil {
 		return nil, dblock.WrapDBError("queue: enqueue", err)
 	}
@@ -131,6 +136,8 @@ func (t *Ticket) ID() int64 { return t.id.Load() }
 
 // Leave removes the waiter from the queue. It uses its own short timeout
 // when ctx is already done, so a canceled Acquire still leaves at once.
+// Contention is retried until that context ends; if it does, the error
+// wraps its ctx.Err() and the row lapses after one TTL without heartbeat.
 func (t *Ticket) Leave(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background() // leaving must not fail: the row would linger
@@ -166,7 +173,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	}
 	// Deadlocks and lock waits with concurrent tries (MySQL's locking reads
 	// of this table) must not leave a waiter behind: retry them.
-	err := dblock.RetryContention(ctx, func() error {
+	err := retryContention(ctx, func() error {
 		_, err := q.db.ExecContext(ctx, q.sql.delete, t.ID())
 		return err
 	})
@@ -214,8 +221,13 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 		for i, t := range tickets {
 			ids[i] = t.ID()
 		}
+		// Contention is retried until the next beat is due.
 		beatCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
-		alive, err := q.sql.beat(beatCtx, q.db, ids, q.ttl)
+		var alive map[int64]struct{}
+		err := retryContention(beatCtx, func() (err error) {
+			alive, err = q.sql.beat(beatCtx, q.db, ids, q.ttl)
+			return err
+		})
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -232,7 +244,13 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 			// just left, and must stay gone.
 			t.mu.Lock()
 			if !t.left {
-				id, err := q.sql.insert(ctx, q.db, t.name, t.owner, q.ttl)
+				insertCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
+				var id int64
+				err := retryContention(insertCtx, func() (err error) {
+					id, err = q.sql.insert(insertCtx, q.db, t.name, t.owner, q.ttl)
+					return err
+				})
+				cancel()
 				if err != nil {
 					q.log.Warn("queue: re-enqueue failed", "name", t.name, "error", err)
 				} else {

@@ -28,4 +28,16 @@
 // a release. Only the first waiter of a name in each Locker is woken, so a
 // release never stampedes: the fair waiter with the oldest place in the
 // queue, or with none queued the longest-waiting one.
+//
+// Contention never reaches callers: deadlocks, lock wait timeouts,
+// serialization failures and unique violations between contenders (MySQL
+// 1213, 1205, 1062; PostgreSQL 40P01, 40001, 23505). A try to take a lock
+// retries them dblock.MaxContentionRetries times, and when that budget runs
+// out it counts as not acquired: TryAcquire returns dblock.ErrNotAcquired,
+// Acquire keeps waiting. Every other statement (Release, Refresh, renewals,
+// Sweep, and the fair queue's enqueue, heartbeat and leave) retries until it
+// succeeds or its context ends, and then returns an error wrapping the
+// context's error. CheckHeld runs in the caller's transaction, which the
+// contention may have aborted: it does not retry, and reports that the hold
+// could not be proven as dblock.ErrLockLost.
 package rowlock

@@ -153,3 +153,6 @@ func waitDBClockPast(t testing.TB, tg testdb.Target, us int64) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// sleepBriefly is the pause of the tests' bounded polling loops.
+func sleepBriefly() { time.Sleep(5 * time.Millisecond) }

@@ -100,9 +100,11 @@ func (k *Lock) Err() error {
 }
 
 // Refresh renews the lease now, as the background renewal does every TTL/3.
-// Errors: dblock.ErrNotHeld after Release; an error wrapping
-// dblock.ErrLockLost if the lock was lost (Done is closed then too); a
-// driver error, after which the lock is still held until its deadline.
+// It never shortens the lease (a longer reentrant hold's stays). Contention
+// is retried until ctx ends. Errors: dblock.ErrNotHeld after Release; an
+// error wrapping dblock.ErrLockLost if the lock was lost (Done is closed
+// then too); an error wrapping ctx.Err() or a driver error, after which the
+// lock is still held until its deadline.
 func (k *Lock) Refresh(ctx context.Context) error {
 	if err := dblock.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Refresh: %w", err)
@@ -122,7 +124,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 func (k *Lock) renewOnce(ctx context.Context) error {
 	sent := clock.Now()
 	var ok bool
-	err := dblock.RetryContention(ctx, func() (err error) {
+	err := retryContention(ctx, func() (err error) {
 		ok, err = k.l.store.renew(ctx, k.h, k.ttl)
 		return err
 	})
@@ -211,9 +213,11 @@ func (k *Lock) lose(cause error) {
 }
 
 // Release gives up this hold. The last hold frees the lock at once, or with
-// MinHold pending leaves it taken, by nobody, until acquisition + MinHold. Errors: dblock.ErrNotHeld on a second Release; an error wrapping
-// dblock.ErrLockLost if the lock had been lost; a driver error (the lease
-// then lapses within the TTL, since renewal has stopped).
+// MinHold pending leaves it taken, by nobody, until acquisition + MinHold.
+// Contention is retried until ctx ends. Errors: dblock.ErrNotHeld on a
+// second Release; an error wrapping dblock.ErrLockLost if the lock had been
+// lost; an error wrapping ctx.Err() (ctx ended first) or a driver error: the
+// lease then lapses within the TTL, since renewal has stopped.
 func (k *Lock) Release(ctx context.Context) error {
 	// Checked before anything changes: a bad call must leave the lock held.
 	if err := dblock.CheckContext(ctx); err != nil {
@@ -232,7 +236,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	<-k.renewDone
 
 	var ok bool
-	err := dblock.RetryContention(ctx, func() (err error) {
+	err := retryContention(ctx, func() (err error) {
 		ok, err = k.l.store.release(ctx, k.h)
 		return err
 	})
@@ -261,7 +265,10 @@ func (k *Lock) Release(ctx context.Context) error {
 // unexpired lease by the database clock. It locks the row in shared mode,
 // so nobody can take the lock over until tx ends: writes made in tx before
 // commit are fenced. Errors: an error wrapping dblock.ErrLockLost, or a
-// driver error. Keep tx short: while it is open the holder's renewals wait
+// driver error. Contention (tx lost a deadlock, or waited too long for the
+// row) is not retried, since it may have aborted tx; it means the hold could
+// not be proven, and is reported as ErrLockLost: roll tx back, and retry it
+// if Err is still nil. Keep tx short: while it is open the holder's renewals wait
 // for it too. On PostgreSQL use READ COMMITTED transactions: under
 // REPEATABLE READ a renewal after tx began makes the check fail with a
 // serialization error. On MySQL a failed check still holds a shared lock on
@@ -274,6 +281,10 @@ func (k *Lock) CheckHeld(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("rowlock: CheckHeld: %w: nil *sql.Tx", dblock.ErrInvalidOption)
 	}
 	ok, err := k.l.store.checkHeld(ctx, tx, k.h)
+	if dblock.ClassifyError(err) == dblock.ClassContention {
+		// The cause is text only: contention errors never reach callers.
+		return fmt.Errorf("%w: %q: hold not proven, the transaction met contention (%v)", dblock.ErrLockLost, k.h.name, err)
+	}
 	if err != nil {
 		return dblock.WrapDBError("rowlock: check "+fmt.Sprintf("%q", k.h.name), err)
 	}

@@ -237,7 +237,12 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 			remaining, notified := out.remaining, listening
 			if listening {
 				// Releases are announced only when asked for.
-				armed, left, err := l.store.wantWake(ctx, name)
+				var armed bool
+				var left time.Duration
+				err := dblock.RetryContention(ctx, func() (err error) {
+					armed, left, err = l.store.wantWake(ctx, name)
+					return err
+				})
 				switch {
 				case err != nil && ctx.Err() != nil:
 					return nil, errors.Join(dblock.ErrNotAcquired, ctx.Err())

@@ -20,6 +20,7 @@ const MaxSweepBatch = 10000
 // taking over at that moment. It never deletes a live lock: a live lease has
 // not lapsed. Delete lock rows only with Sweep (the reaper package runs it on
 // a schedule): a row deleted by hand takes its token's history with it.
+// Contention is retried until ctx ends; the error then wraps ctx.Err().
 func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int) (int, error) {
 	switch {
 	case ctx == nil:
@@ -30,7 +31,7 @@ func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int) (int
 		return 0, fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "limit", Reason: fmt.Sprintf("must be 1 to %d", MaxSweepBatch)})
 	}
 	var n int
-	err := dblock.RetryContention(ctx, func() (err error) {
+	err := retryContention(ctx, func() (err error) {
 		n, err = l.store.sweep(ctx, grace, limit)
 		return err
 	})
