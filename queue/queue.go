@@ -183,12 +183,13 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	return nil
 }
 
-// Close stops heartbeating; waiters still queued lapse after one TTL.
+// Close stops heartbeating; waiters still queued lapse after one TTL
+// unless they Leave first, which still deletes their rows (the tickets stay
+// known for that). A later Enqueue heartbeats again.
 func (q *Queue) Close() {
 	q.mu.Lock()
 	stop, done := q.stop, q.done
 	q.stop, q.done = nil, nil
-	q.tickets = map[*Ticket]struct{}{}
 	q.mu.Unlock()
 	if stop != nil {
 		stop()

@@ -94,3 +94,30 @@ func TestQueueBadInput(t *testing.T) {
 		t.Errorf("empty name: %v", err)
 	}
 }
+
+// TestLeaveAfterClose: a waiter that leaves after its Queue was closed
+// still deletes its row, which would otherwise hold up the queue until it
+// lapsed.
+func TestLeaveAfterClose(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			q, err := queue.New(tg.DB, tg.Dialect) // waiters live 10 s
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := testdb.Name(t)
+			tk, err := q.Enqueue(ctx, name, dblock.NewOwner())
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.Close()
+			if err := tk.Leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ws, err := q.List(ctx, name); err != nil || len(ws) != 0 {
+				t.Fatalf("after Close and Leave: %+v, %v; want no waiter", ws, err)
+			}
+		})
+	}
+}

@@ -108,7 +108,10 @@ func (l *Locker) Dialect() dblock.Dialect { return l.cfg.dialect }
 
 // Close stops the Locker's listening connection and refuses new
 // acquisitions with dblock.ErrClosed. Locks already held stay held (and
-// renewed) until released. Close never closes the *sql.DB.
+// renewed) until released. Acquire calls in flight keep waiting, polling;
+// their places in the fair queue are no longer kept alive and lapse after
+// the waiter TTL, unless they leave the queue first (by getting the lock or
+// giving up), which deletes them. Close never closes the *sql.DB.
 func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
