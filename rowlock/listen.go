@@ -29,6 +29,7 @@ type listener struct {
 	done      chan struct{}
 	idleTimer *time.Timer
 	closed    bool
+	warned    bool // about a pool too small to listen on
 }
 
 // errNoPgx means the driver is not pgx: waiters poll instead.
@@ -39,6 +40,15 @@ var errNoPgx = errors.New("rowlock: LISTEN needs the pgx driver")
 func (ln *listener) ensure(ctx context.Context) bool {
 	ln.mu.Lock()
 	if ln.closed {
+		ln.mu.Unlock()
+		return false
+	}
+	if !ln.running && !reserveListenConn(ln.db) {
+		if !ln.warned {
+			ln.warned = true
+			ln.log("rowlock: the pool cannot spare a connection to LISTEN on; waiters poll",
+				"max_open_conns", ln.db.Stats().MaxOpenConnections)
+		}
 		ln.mu.Unlock()
 		return false
 	}
@@ -102,6 +112,7 @@ func (ln *listener) close() {
 func (ln *listener) run(ctx context.Context, ready, failed, done chan struct{}) {
 	defer close(done)
 	err := ln.listen(ctx, ready)
+	releaseListenConn(ln.db)
 	ln.mu.Lock()
 	ln.running = false
 	if errors.Is(err, errNoPgx) {
@@ -144,4 +155,35 @@ func (ln *listener) listen(ctx context.Context, ready chan struct{}) error {
 			ln.wake(n.Payload)
 		}
 	})
+}
+
+// listenConns counts, per pool, the connections this process's listeners
+// hold. A listener keeps its connection checked out for as long as it runs,
+// so in a pool with a limit it must leave at least one connection for
+// everything else (tries, renewals, releases), or waiters would wait for a
+// connection that only a release could free, and the release for one too.
+var listenConns = struct {
+	sync.Mutex
+	n map[*sql.DB]int
+}{n: make(map[*sql.DB]int)}
+
+// reserveListenConn counts a listening connection on db if the pool can
+// spare it: no limit (db.SetMaxOpenConns(0), the default) or at least one
+// connection left besides the listeners.
+func reserveListenConn(db *sql.DB) bool {
+	listenConns.Lock()
+	defer listenConns.Unlock()
+	if limit := db.Stats().MaxOpenConnections; limit > 0 && limit-listenConns.n[db] < 2 {
+		return false
+	}
+	listenConns.n[db]++
+	return true
+}
+
+func releaseListenConn(db *sql.DB) {
+	listenConns.Lock()
+	defer listenConns.Unlock()
+	if listenConns.n[db]--; listenConns.n[db] <= 0 {
+		delete(listenConns.n, db)
+	}
 }

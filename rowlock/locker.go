@@ -61,6 +61,11 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		if cfg.dialect != dblock.Postgres || !cfg.listen {
 			cfg.maxPoll = DefaultMaxPollIntervalPolling
 		}
+		// Waiters of a Locker that listens poll for releases too while
+		// it cannot (no connection to spare, or the connection was lost).
+		cfg.maxPollUnnotified = min(cfg.maxPoll, DefaultMaxPollIntervalPolling)
+	} else {
+		cfg.maxPollUnnotified = cfg.maxPoll
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -181,7 +186,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 			}
 		}
 	}()
-	p := pacer{minPoll: l.cfg.minPoll, maxPoll: l.cfg.maxPoll}
+	p := pacer{minPoll: l.cfg.minPoll, maxPoll: l.cfg.maxPoll, maxPollUnnotified: l.cfg.maxPollUnnotified}
 	listening, wasFirst := false, false
 	var timer *time.Timer
 	defer func() {

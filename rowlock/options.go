@@ -18,7 +18,8 @@ const (
 	// leases that lapse without a release.
 	DefaultMaxPollInterval = time.Second
 	// DefaultMaxPollIntervalPolling caps the pause of a waiter that must
-	// poll for releases (MySQL, or LISTEN off): a handoff to another
+	// poll for releases (MySQL, LISTEN off, or no listening connection:
+	// see WithListen): a handoff to another
 	// process takes about half of it. Only the first waiter of a name in
 	// each Locker polls, with one primary-key read while the lease has time
 	// left, so this costs about 100 cheap reads a second per waiting
@@ -33,14 +34,17 @@ const (
 type Option func(*config)
 
 type config struct {
-	dialect      dblock.Dialect
-	logger       *slog.Logger
-	minPoll      time.Duration
-	maxPoll      time.Duration
-	listenerIdle time.Duration
-	listen       bool
-	waiterTTL    time.Duration
-	idleRecheck  time.Duration
+	dialect dblock.Dialect
+	logger  *slog.Logger
+	minPoll time.Duration
+	maxPoll time.Duration
+	// maxPollUnnotified caps the pauses of waiters that must poll for
+	// releases: maxPoll, or DefaultMaxPollIntervalPolling by default.
+	maxPollUnnotified time.Duration
+	listenerIdle      time.Duration
+	listen            bool
+	waiterTTL         time.Duration
+	idleRecheck       time.Duration
 }
 
 // WithDialect sets the SQL dialect. Default: detected from the driver
@@ -60,7 +64,12 @@ func WithPollInterval(minimum, maximum time.Duration) Option {
 
 // WithListen turns PostgreSQL LISTEN/NOTIFY wake-ups on or off. Default on
 // with the pgx driver (it needs pgx's WaitForNotification); waiters poll
-// when off.
+// when off. The listener keeps one pool connection checked out while it
+// runs, so it starts only when the pool can spare one: no limit
+// (db.SetMaxOpenConns(0), the default), or one connection left for
+// everything else besides the listeners of this process on that pool.
+// Otherwise waiters poll, as with WithListen(false); lowering the limit
+// below that while a listener runs can starve the pool.
 func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
 
 // WithListenerIdle sets how long the listening connection outlives its last
