@@ -329,8 +329,9 @@ func TestChildFairWaiter(t *testing.T) {
 	}
 }
 
-// TestDeadWaiterIsPassedOver: the head of the queue is SIGKILLed; after its
-// heartbeat lapses the next waiter gets the lock.
+// TestDeadWaiterIsPassedOver: the head of the queue is SIGKILLed. The lock
+// is not given past it while its row is live by the database clock, and is
+// given to the next waiter once the row lapses.
 func TestDeadWaiterIsPassedOver(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -342,27 +343,59 @@ func TestDeadWaiterIsPassedOver(t *testing.T) {
 				t.Fatal(err)
 			}
 			child := testdb.Child(t, "TestChildFairWaiter", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
-			waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			waitCtx, cancel := context.WithTimeout(ctx, time.Minute) // liveness bound
 			defer cancel()
 			if _, err := child.WaitLine(waitCtx, "queued"); err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan error, 1)
+			got := make(chan dblock.Lock, 1)
+			failed := make(chan error, 1)
 			go func() {
 				k, err := l.Acquire(waitCtx, name, dblock.Fair())
-				if err == nil {
-					err = k.Release(ctx)
+				if err != nil {
+					failed <- err
+					return
 				}
-				got <- err
+				got <- k
 			}()
-			waitQueued(t, l, name, 2)
+			dead := waitQueued(t, l, name, 2)[0]
+			if dead.OwnerHost == dblock.ProcessHost() {
+				t.Fatalf("queue head %+v is not the child", dead)
+			}
 			child.Kill()
+			deadExpires := waiterExpiresAtMicros(t, tg, dead.ID)
 			release(t, holder)
-			if err := <-got; err != nil {
+			var k dblock.Lock
+			select {
+			case k = <-got:
+			case err := <-failed:
 				t.Fatalf("waiter behind a dead one: %v", err)
+			}
+			defer release(t, k)
+			// A heartbeat the child had sent may have landed after the
+			// first read: the row's last expiry is what counts.
+			deadExpires = max(deadExpires, waiterExpiresAtMicros(t, tg, dead.ID))
+			if acquired := acquiredAtMicros(t, tg, name); acquired < deadExpires {
+				t.Fatalf("lock given past the dead waiter %v before its row lapsed",
+					time.Duration(deadExpires-acquired)*time.Microsecond)
 			}
 		})
 	}
+}
+
+// waiterExpiresAtMicros reads a waiter row's expires_at, by the database
+// clock, in microseconds since the epoch.
+func waiterExpiresAtMicros(t testing.TB, tg testdb.Target, id int64) int64 {
+	t.Helper()
+	q := `SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM dblock_waiters WHERE id = $1`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) FROM dblock_waiters WHERE id = ?`
+	}
+	var us int64
+	if err := tg.DB.QueryRowContext(context.Background(), q, id).Scan(&us); err != nil {
+		t.Fatalf("expires_at of waiter %d: %v", id, err)
+	}
+	return us
 }
 
 func TestFairBadInput(t *testing.T) {

@@ -42,8 +42,12 @@ func TestChildHolder(t *testing.T) {
 	}
 }
 
+// TestKilledHolderFreesLockWithinTTL: a holder killed with SIGKILL keeps the
+// lock for at most one TTL after its death, by the database clock: its
+// lease ends no later than the kill plus one TTL, and once the database
+// clock passes it a TryAcquire takes the lock at once.
 func TestKilledHolderFreesLockWithinTTL(t *testing.T) {
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
@@ -57,19 +61,42 @@ func TestKilledHolderFreesLockWithinTTL(t *testing.T) {
 				t.Fatalf("child did not report holding the lock: %v", err)
 			}
 			childToken, _ := strconv.ParseInt(strings.TrimPrefix(line, "held "), 10, 64)
+			// Kill it once it has renewed, so that the bound below covers
+			// renewals, not only the lease that acquiring set.
+			for first := expiresAtMicros(t, tg, name); expiresAtMicros(t, tg, name) == first; {
+				if waitCtx.Err() != nil {
+					t.Fatal("the child never renewed its lease")
+				}
+				sleepBriefly()
+			}
 			child.Kill()
+			// Read after the child was reaped: its last renewal ran before
+			// this by the database clock (a statement it had sent may
+			// still have been running, for a moment, when it died).
+			killedAt := dbNowMicros(t, tg)
+			expiresAt := expiresAtMicros(t, tg, name)
+			if limit := killedAt + ttl.Microseconds(); expiresAt > limit {
+				t.Fatalf("dead holder's lease runs %v past its death plus the TTL",
+					time.Duration(expiresAt-limit)*time.Microsecond)
+			}
 
 			l := newLocker(t, tg.DB)
 			// The row outlives the process: only the lease frees it.
-			if _, err := l.TryAcquire(ctx, name); !errors.Is(err, dblock.ErrNotAcquired) {
-				t.Fatalf("TryAcquire right after SIGKILL = %v, want ErrNotAcquired (lease still running)", err)
-			}
-			// Bounded generously against hangs; the lease is one TTL.
-			acqCtx, cancel := context.WithTimeout(ctx, 20*ttl)
-			defer cancel()
-			k, err := l.Acquire(acqCtx, name)
-			if err != nil {
-				t.Fatalf("Acquire after the holder was killed: %v", err)
+			k, err := l.TryAcquire(ctx, name)
+			switch {
+			case errors.Is(err, dblock.ErrNotAcquired):
+				waitExpired(t, tg, name)
+				// Free now by the database clock: taken at once.
+				if k, err = l.TryAcquire(ctx, name); err != nil {
+					t.Fatalf("TryAcquire once the dead holder's lease lapsed: %v", err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case acquiredAtMicros(t, tg, name) < expiresAt:
+				// Only a slow machine gets here, taking the lock after the
+				// lease lapsed; taking it before would be a bug.
+				t.Fatalf("lock taken %v before the dead holder's lease lapsed",
+					time.Duration(expiresAt-acquiredAtMicros(t, tg, name))*time.Microsecond)
 			}
 			if k.Token() <= childToken {
 				t.Fatalf("token %d not above the dead holder's %d", k.Token(), childToken)
