@@ -156,3 +156,15 @@ func waitDBClockPast(t testing.TB, tg testdb.Target, us int64) {
 
 // sleepBriefly is the pause of the tests' bounded polling loops.
 func sleepBriefly() { time.Sleep(5 * time.Millisecond) }
+
+// eventually polls cond until it holds, failing the test if ctx ends first
+// (a bound against hangs, not a timing assertion).
+func eventually(t testing.TB, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %v", what, ctx.Err())
+		}
+		sleepBriefly()
+	}
+}

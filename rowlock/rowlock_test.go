@@ -3,6 +3,7 @@ package rowlock_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -245,10 +246,14 @@ func TestAcquireWaits(t *testing.T) {
 	}
 }
 
-// TestHammer runs many goroutines on two Lockers against one name. A shared
-// counter proves no two ever hold it at once, and tokens only grow.
+// TestHammer runs many goroutines on two Lockers against one name, a
+// quarter of them fair. A shared counter proves no two ever hold it at once,
+// and tokens only grow.
 func TestHammer(t *testing.T) {
-	const goroutines, rounds = 8, 12
+	goroutines, rounds := 32, 20 // 640 acquisitions
+	if testing.Short() {
+		goroutines, rounds = 8, 6
+	}
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
@@ -259,14 +264,18 @@ func TestHammer(t *testing.T) {
 			var lastToken int64
 			acquisitions := 0
 			var wg sync.WaitGroup
-			errs := make(chan error, goroutines*rounds)
+			errs := make(chan error, 3*goroutines*rounds)
 			for g := range goroutines {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					l := lockers[g%len(lockers)]
+					opts := []dblock.Option{dblock.TTL(5 * time.Second)}
+					if g%4 == 3 {
+						opts = append(opts, dblock.Fair())
+					}
 					for range rounds {
-						k, err := l.Acquire(ctx, name, dblock.TTL(5*time.Second))
+						k, err := l.Acquire(ctx, name, opts...)
 						if err != nil {
 							errs <- err
 							return
@@ -281,6 +290,9 @@ func TestHammer(t *testing.T) {
 						lastToken = k.Token()
 						acquisitions++
 						mu.Unlock()
+						// Stay inside a while, so an overlapping holder would
+						// be caught.
+						runtime.Gosched()
 						inside.Add(-1)
 						if err := k.Release(ctx); err != nil {
 							errs <- err
