@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -171,23 +173,206 @@ func TestCLI(t *testing.T) {
 				_ = k.Release(ctx)
 			})
 
-			t.Run("reap", func(t *testing.T) {
+			t.Run("lock lost stops the command's whole process group", func(t *testing.T) {
 				cli.t = t
 				name := testdb.Name(t)
-				insertLapsed(t, tg, name)
-				out := cli.expect(0, "", "", "reap")
-				// The rows of the runs above lapsed seconds ago: within the
-				// default grace.
-				if out != "deleted 1 lock rows and 1 dead waiters\n" {
-					t.Errorf("reap printed %q", out)
+				pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+				p := cli.start("run", "--name", name, "--ttl", "600ms", "--", "sh", "-c", grandchildScript, "sh", pidFile)
+				p.waitLine("started")
+				grandchild := runningPid(t, pidFile)
+				exec1(t, tg, `UPDATE dblock_locks SET owner_id = 'thief', token = token + 1 WHERE name = ?`, name)
+				// sh, waiting for its job, dies of the SIGTERM.
+				if code := p.wait(60 * time.Second); code != 128+int(syscall.SIGTERM) {
+					t.Errorf("exit %d, want %d (sh killed by SIGTERM)\nstderr: %s", code, 128+int(syscall.SIGTERM), p.stderr.String())
 				}
-				var n int
-				query := `SELECT count(*) FROM dblock_locks WHERE name = ?`
+				// sqllock returns only once the group is gone.
+				if grandchild.alive() {
+					t.Errorf("the command's background job (pid %d) still runs after the lock was lost and sqllock exited", grandchild.pid)
+				}
+			})
+
+			t.Run("lock lost while the command's group is stopped", func(t *testing.T) {
+				cli.t = t
+				name := testdb.Name(t)
+				pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+				p := cli.start("run", "--name", name, "--ttl", "600ms", "--kill-after", "0", "--", "sh", "-c", grandchildScript, "sh", pidFile)
+				p.waitLine("started")
+				grandchild := runningPid(t, pidFile)
+				// As Ctrl-Z or a debugger would: a stopped process acts on
+				// SIGTERM only once continued.
+				pgid, err := strconv.Atoi(grandchild.field(t, 5))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, "the command's group to stop", func() bool { return grandchild.field(t, 3) == "T" }, nil)
+				exec1(t, tg, `UPDATE dblock_locks SET owner_id = 'thief', token = token + 1 WHERE name = ?`, name)
+				if code := p.wait(60 * time.Second); code != 128+int(syscall.SIGTERM) {
+					t.Errorf("exit %d, want %d (sh killed by SIGTERM)\nstderr: %s", code, 128+int(syscall.SIGTERM), p.stderr.String())
+				}
+				if grandchild.alive() {
+					t.Errorf("the command's stopped background job (pid %d) still exists after the lock was lost", grandchild.pid)
+				}
+			})
+
+			t.Run("lock lost: SIGKILL after --kill-after reaches the whole group", func(t *testing.T) {
+				cli.t = t
+				name := testdb.Name(t)
+				pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+				// The shell and its job (which inherits the ignored
+				// disposition) both ignore SIGTERM.
+				p := cli.start("run", "--name", name, "--ttl", "600ms", "--kill-after", "1s", "--",
+					"sh", "-c", `trap "" TERM; `+grandchildScript, "sh", pidFile)
+				p.waitLine("started")
+				grandchild := runningPid(t, pidFile)
+				exec1(t, tg, `UPDATE dblock_locks SET owner_id = 'thief', token = token + 1 WHERE name = ?`, name)
+				if code := p.wait(60 * time.Second); code != 128+int(syscall.SIGKILL) {
+					t.Errorf("exit %d, want %d (sh killed by SIGKILL)\nstderr: %s", code, 128+int(syscall.SIGKILL), p.stderr.String())
+				}
+				if !strings.Contains(p.stderr.String(), "sending SIGKILL") {
+					t.Errorf("stderr does not say SIGKILL was sent:\n%s", p.stderr.String())
+				}
+				if grandchild.alive() {
+					t.Errorf("the command's background job (pid %d), which ignores SIGTERM, still runs after SIGKILL", grandchild.pid)
+				}
+			})
+
+			t.Run("signals reach the whole group", func(t *testing.T) {
+				cli.t = t
+				name := testdb.Name(t)
+				pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+				p := cli.start("run", "--name", name, "--", "sh", "-c", grandchildScript, "sh", pidFile)
+				p.waitLine("started")
+				grandchild := runningPid(t, pidFile)
+				if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+					t.Fatal(err)
+				}
+				// A non-interactive sh runs background jobs with SIGINT
+				// ignored (POSIX), so only sh stops; sqllock then ends the
+				// job that outlives it before it releases the lock.
+				if code := p.wait(60 * time.Second); code != 128+int(syscall.SIGINT) {
+					t.Errorf("exit %d, want %d\nstderr: %s", code, 128+int(syscall.SIGINT), p.stderr.String())
+				}
+				if grandchild.alive() {
+					t.Errorf("the command's background job (pid %d) still runs after sqllock exited", grandchild.pid)
+				}
+				k, err := locker.TryAcquire(ctx, name)
+				if err != nil {
+					t.Fatalf("lock not released after the command ended: %v", err)
+				}
+				_ = k.Release(ctx)
+			})
+
+			t.Run("processes left behind are stopped before the lock is released", func(t *testing.T) {
+				cli.t = t
+				name := testdb.Name(t)
+				pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+				// sh exits 0 at once, leaving its job running.
+				cli.expect(0, "", "left processes running", "run", "--name", name, "--", "sh", "-c", `sleep 1000 >/dev/null 2>&1 & echo $! > "$1"`, "sh", pidFile)
+				b, err := os.ReadFile(pidFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+				// The pid must be gone entirely, not merely not sleep yet.
+				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+					t.Errorf("the command's background job (pid %d) still exists after sqllock released the lock (kill 0: %v)", pid, err)
+				}
+			})
+
+			t.Run("not executable", func(t *testing.T) {
+				cli.t = t
+				name := testdb.Name(t)
+				script := filepath.Join(t.TempDir(), "job.sh")
+				if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cli.expect(exitNoExec, "", "cannot execute "+script, "run", "--name", name, "--", script)
+				k, err := locker.TryAcquire(ctx, name)
+				if err != nil {
+					t.Fatalf("lock not released after the command could not start: %v", err)
+				}
+				_ = k.Release(ctx)
+			})
+
+			t.Run("signal while waiting for the lock", func(t *testing.T) {
+				cli.t = t
+				name := testdb.Name(t)
+				// Held by a row written here, not by a Locker: a Locker's
+				// renewals would block behind the row lock below and be
+				// counted as sqllock waiting.
+				insertHeld(t, tg, name)
+				// Lock the lock's row too, so that sqllock's attempt blocks
+				// in the database, where the test can see it waiting.
+				tx, err := tg.DB.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = tx.Rollback() }()
+				blockers := blockedBehind(t, tg, tx, name)
+				marker := filepath.Join(t.TempDir(), "ran")
+				p := cli.start("run", "--name", name, "--wait", "10m", "--", "sh", "-c", `touch "$1"`, "sh", marker)
+				waitUntil(t, "sqllock to wait for the lock in the database", func() bool { return blockers() > 0 }, p.stderr)
+				if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				if code := p.wait(60 * time.Second); code != 128+int(syscall.SIGTERM) {
+					t.Errorf("exit %d, want %d\nstderr: %s", code, 128+int(syscall.SIGTERM), p.stderr.String())
+				}
+				if want := "interrupted by terminated while waiting for lock " + name; !strings.Contains(p.stderr.String(), want) {
+					t.Errorf("stderr %q does not contain %q", p.stderr.String(), want)
+				}
+				if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the command ran although sqllock never got the lock (%v)", err)
+				}
+				if err := tx.Rollback(); err != nil {
+					t.Fatal(err)
+				}
+				// sqllock took nothing: the row is as the test wrote it.
+				var owner string
+				query := `SELECT owner_id FROM dblock_locks WHERE name = ?`
 				if tg.Dialect == dblock.Postgres {
 					query = strings.Replace(query, "?", "$1", 1)
 				}
-				if err := tg.DB.QueryRowContext(ctx, query, name).Scan(&n); err != nil || n != 0 {
-					t.Errorf("lapsed row left (%d, %v)", n, err)
+				if err := tg.DB.QueryRowContext(ctx, query, name).Scan(&owner); err != nil || owner != "held-by-test" {
+					t.Errorf("the lock's owner after sqllock gave up: %q, %v", owner, err)
+				}
+			})
+
+			t.Run("reap", func(t *testing.T) {
+				cli.t = t
+				name := testdb.Name(t)
+				insertLapsed(t, tg, name, 2*3600)
+				// Lapsed a second ago by the database clock: within the
+				// default grace (a minute), so reap must keep it.
+				insertLapsed(t, tg, name+"/recent", 1)
+				out := cli.expect(0, "", "", "reap")
+				var locks, waiters int
+				if _, err := fmt.Sscanf(out, "deleted %d lock rows and %d dead waiters\n", &locks, &waiters); err != nil || locks < 1 || waiters < 1 {
+					t.Errorf("reap printed %q, want at least the lock row and waiter lapsed two hours ago deleted", out)
+				}
+				count := func(table, name string) int {
+					var n int
+					query := `SELECT count(*) FROM ` + table + ` WHERE name = ?`
+					if tg.Dialect == dblock.Postgres {
+						query = strings.Replace(query, "?", "$1", 1)
+					}
+					if err := tg.DB.QueryRowContext(ctx, query, name).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					return n
+				}
+				if n, m := count("dblock_locks", name), count("dblock_waiters", name); n != 0 || m != 0 {
+					t.Errorf("lock rows and waiters lapsed two hours ago left: %d, %d", n, m)
+				}
+				if n, m := count("dblock_locks", name+"/recent"), count("dblock_waiters", name+"/recent"); n != 1 || m != 1 {
+					t.Errorf("lock rows and waiters lapsed within the grace: %d, %d left, want 1, 1", n, m)
 				}
 				out = cli.expect(0, "", "", "reap", "--grace", "0")
 				if !strings.HasPrefix(out, "deleted ") || strings.HasPrefix(out, "deleted 0 ") {
@@ -202,6 +387,113 @@ func TestCLI(t *testing.T) {
 // SIGTERM, then exits with code.
 func trapScript(code int) string {
 	return fmt.Sprintf(`trap "exit %d" TERM; echo started; while :; do sleep 0.05; done`, code)
+}
+
+// grandchildScript starts a background job, writes its pid to the file
+// named by $1, prints "started" and waits for the job.
+// The job's output goes to /dev/null so that it does not keep sqllock's
+// stdout pipe open, which would hold up the test rather than fail it.
+const grandchildScript = `sleep 1000 >/dev/null 2>&1 & echo $! > "$1"; echo started; wait`
+
+// proc is a process the test did not start and cannot wait for.
+type proc struct{ pid int }
+
+// alive reports whether pid is still a running "sleep" (not a zombie, not
+// a new process that reused the pid).
+func (p proc) alive() bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ...", where comm may contain spaces and ')'.
+	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || end < open || string(stat[open+1:end]) != "sleep" {
+		return false
+	}
+	fields := strings.Fields(string(stat[end+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+// field returns field n (1-based, as in proc(5): 3 is the state, 5 the
+// process group) of /proc/pid/stat, or "" once the process is gone.
+func (p proc) field(t *testing.T, n int) string {
+	t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < n-2 {
+		t.Fatalf("/proc/%d/stat: %q", p.pid, stat)
+	}
+	return fields[n-3]
+}
+
+// runningPid reads the pid of the background job the command wrote and
+// waits until that job runs sleep (sh writes $! before its child execs),
+// so that a later "gone" cannot pass because it never ran. The test kills
+// it at the end if sqllock did not.
+func runningPid(t *testing.T, file string) proc {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %q: %v", b, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	p := proc{pid}
+	waitUntil(t, fmt.Sprintf("the background job (pid %d) to run sleep", pid), p.alive, nil)
+	return p
+}
+
+// blockedBehind locks name's row in tx and returns a function that counts
+// the sessions waiting for that row lock.
+func blockedBehind(t *testing.T, tg testdb.Target, tx *sql.Tx, name string) func() int {
+	t.Helper()
+	ctx := t.Context()
+	lockRow, self := `SELECT token FROM dblock_locks WHERE name = ? FOR UPDATE`, `SELECT CONNECTION_ID()`
+	// MariaDB does not always list an autocommit statement that waits for
+	// a row lock in innodb_trx; the process list shows it running.
+	waiting := `
+SELECT count(*) FROM information_schema.processlist
+WHERE db = DATABASE() AND id <> ? AND id <> CONNECTION_ID() AND info LIKE 'UPDATE dblock_locks%'`
+	if tg.Dialect == dblock.Postgres {
+		lockRow, self = `SELECT token FROM dblock_locks WHERE name = $1 FOR UPDATE`, `SELECT pg_backend_pid()`
+		waiting = `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`
+	}
+	var token, session int64
+	if err := tx.QueryRowContext(ctx, lockRow, name).Scan(&token); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRowContext(ctx, self).Scan(&session); err != nil {
+		t.Fatal(err)
+	}
+	return func() int {
+		var n int
+		if err := tg.DB.QueryRowContext(ctx, waiting, session).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
+// waitUntil polls cond, failing the test if it is not true within a
+// minute (a liveness bound, not a timing requirement).
+func waitUntil(t *testing.T, what string, cond func() bool, stderr *syncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			if stderr != nil {
+				t.Fatalf("gave up waiting for %s; sqllock's stderr: %s", what, stderr.String())
+			}
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type sqllockCLI struct {
@@ -244,7 +536,26 @@ type process struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *bytes.Buffer
+	stderr *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that a failing test may read while the
+// process still writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // start starts sqllock in the background; the test kills it if it is still
@@ -256,7 +567,7 @@ func (c *sqllockCLI) start(args ...string) *process {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	p := &process{t: c.t, cmd: cmd, lines: make(chan string, 16), stderr: &bytes.Buffer{}}
+	p := &process{t: c.t, cmd: cmd, lines: make(chan string, 16), stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -381,15 +692,28 @@ func insertWaiter(t *testing.T, tg testdb.Target, name string) {
 VALUES (?, 'cli-test', 'waiter', `+now+`, `+now+` + INTERVAL '1' HOUR)`, name)
 }
 
-// insertLapsed inserts a lock row and a waiter that lapsed two hours ago.
-func insertLapsed(t *testing.T, tg testdb.Target, name string) {
+// insertHeld inserts a lock row held for an hour by an owner that never
+// renews it.
+func insertHeld(t *testing.T, tg testdb.Target, name string) {
 	now := "clock_timestamp()"
 	if tg.Dialect == dblock.MySQL {
 		now = "UTC_TIMESTAMP(6)"
 	}
 	exec1(t, tg, `INSERT INTO dblock_locks
     (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
-VALUES (?, 1, 1, 'cli-test', 'crashed', 1, '', `+now+` - INTERVAL '3' HOUR, `+now+` - INTERVAL '3' HOUR, `+now+` - INTERVAL '2' HOUR)`, name)
+VALUES (?, 1, 1, 'cli-test', 'held-by-test', 1, '', `+now+`, `+now+`, `+now+` + INTERVAL '1' HOUR)`, name)
+}
+
+// insertLapsed inserts a lock row and a waiter that lapsed secondsAgo
+// seconds ago by the database clock.
+func insertLapsed(t *testing.T, tg testdb.Target, name string, secondsAgo int) {
+	lapsed := `clock_timestamp() - ? * INTERVAL '1' SECOND`
+	if tg.Dialect == dblock.MySQL {
+		lapsed = `UTC_TIMESTAMP(6) - INTERVAL ? SECOND`
+	}
+	exec1(t, tg, `INSERT INTO dblock_locks
+    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
+VALUES (?, 1, 1, 'cli-test', 'crashed', 1, '', `+lapsed+`, `+lapsed+`, `+lapsed+`)`, name, secondsAgo+3600, secondsAgo+3600, secondsAgo)
 	exec1(t, tg, `INSERT INTO dblock_waiters (name, owner_host, owner_id, created_at, expires_at)
-VALUES (?, 'cli-test', 'dead', `+now+` - INTERVAL '3' HOUR, `+now+` - INTERVAL '2' HOUR)`, name)
+VALUES (?, 'cli-test', 'dead', `+lapsed+`, `+lapsed+`)`, name, secondsAgo+3600, secondsAgo)
 }

@@ -35,6 +35,14 @@ the lock of a machine that dies is free again within --ttl. If the lock is lost
 SIGKILL --kill-after later if it is still running. SIGINT, SIGTERM and SIGHUP
 sent to sqllock are passed on to the command.
 
+The command runs in a process group of its own, and these signals go to the
+whole group, so that the processes a script starts stop with it. If the
+command exits while processes it started still run in its group, they get
+SIGTERM (and SIGKILL --kill-after later), and the lock is released only once
+they are gone: nothing the command started runs without the lock. (Being in a
+group of its own, the command is not the terminal's foreground job: run
+commands that read from the terminal without sqllock.)
+
 The command sees SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token, which grows
 with every new holder) in its environment.
 
@@ -52,7 +60,7 @@ Exit codes:
 		fs.DurationVar(&o.wait, "wait", 0, "wait up to `duration` for the lock if it is held (default: do not wait)")
 		fs.DurationVar(&o.minHold, "min-hold", 0, "keep the lock taken at least `duration` after it was acquired, even if the command ends sooner")
 		fs.StringVar(&o.note, "note", "", "a note stored with the lock, shown by status (default: the command's name)")
-		fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "after the lock is lost, send SIGKILL if the command still runs `duration` after SIGTERM (0: never)")
+		fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "send SIGKILL to the command's process group if it still runs `duration` after SIGTERM (0: never)")
 		return func(inv *invocation) error { return runLocked(inv, o) }
 	},
 }
@@ -136,11 +144,12 @@ func runLocked(inv *invocation, o runOptions) error {
 	cmd := exec.Command(inv.args[0], inv.args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, inv.stdout, inv.stderr
 	cmd.Env = append(os.Environ(), "SQLLOCK_NAME="+o.name, "SQLLOCK_TOKEN="+strconv.FormatInt(lock.Token(), 10))
-	if err := cmd.Start(); err != nil {
+	group, err := startGroup(cmd)
+	if err != nil {
 		release()
 		return startError(inv.args[0], err)
 	}
-	code, lost := supervise(inv, cmd, lock, o, signals)
+	code, lost := supervise(inv, cmd, group, lock, o, signals)
 	if lost == nil {
 		release()
 	} else if code == 0 {
@@ -184,37 +193,67 @@ func acquire(ctx context.Context, locker *rowlock.Locker, o runOptions, opts []d
 	}
 }
 
-// supervise waits for the command, passing signals on, and stops it when
-// the lock is lost. It returns the command's exit code and, if the lock was
-// lost, why.
-func supervise(inv *invocation, cmd *exec.Cmd, lock dblock.Lock, o runOptions, signals <-chan os.Signal) (code int, lost error) {
+// leftoverPoll is how often sqllock looks whether the processes the
+// command left behind are gone: they are not sqllock's children, so there
+// is nothing to wait on.
+const leftoverPoll = 25 * time.Millisecond
+
+// supervise waits for the command and then for whatever it left running in
+// its process group, passing signals on to the group, and stops the group
+// when the lock is lost. It returns the command's exit code and, if the
+// lock was lost, why.
+func supervise(inv *invocation, cmd *exec.Cmd, group *procGroup, lock dblock.Lock, o runOptions, signals <-chan os.Signal) (code int, lost error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	lockDone := lock.Done()
-	var kill <-chan time.Time
+	var kill, poll <-chan time.Time
+	// terminate sends SIGTERM and starts the --kill-after clock, once.
+	terminating := false
+	terminate := func() {
+		group.signal(syscall.SIGTERM)
+		if !terminating && o.killAfter > 0 {
+			kill = time.After(o.killAfter)
+		}
+		terminating = true
+	}
 	for {
 		select {
 		case err := <-exited:
+			exited = nil
+			code = exitError
 			if cmd.ProcessState == nil {
 				fmt.Fprintf(inv.stderr, "sqllock: waiting for the command: %v\n", err)
-				return exitError, lost
+			} else {
+				code = exitStatus(cmd.ProcessState)
 			}
-			return exitStatus(cmd.ProcessState), lost
+			if group.empty() {
+				return code, lost
+			}
+			if !terminating {
+				fmt.Fprintf(inv.stderr, "sqllock: the command exited but left processes running in its process group; "+
+					"sending them SIGTERM before releasing lock %s\n", o.name)
+				terminate()
+			}
+			poll = time.After(leftoverPoll)
+		case <-poll:
+			if group.empty() {
+				return code, lost
+			}
+			poll = time.After(leftoverPoll)
 		case sig := <-signals:
-			_ = cmd.Process.Signal(sig)
+			if s, ok := sig.(syscall.Signal); ok {
+				group.signal(s)
+			}
 		case <-lockDone:
 			// Nothing releases the lock while the command runs: it was lost.
 			lockDone = nil
 			lost = lock.Err()
-			fmt.Fprintf(inv.stderr, "sqllock: lock %s lost (%v); sending SIGTERM to the command\n", o.name, lost)
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			if o.killAfter > 0 {
-				kill = time.After(o.killAfter)
-			}
+			fmt.Fprintf(inv.stderr, "sqllock: lock %s lost (%v); sending SIGTERM to the command's process group\n", o.name, lost)
+			terminate()
 		case <-kill:
 			kill = nil
-			fmt.Fprintf(inv.stderr, "sqllock: the command still runs %v after SIGTERM; sending SIGKILL\n", o.killAfter)
-			_ = cmd.Process.Kill()
+			fmt.Fprintf(inv.stderr, "sqllock: the command's process group still runs %v after SIGTERM; sending SIGKILL\n", o.killAfter)
+			group.signal(syscall.SIGKILL)
 		}
 	}
 }

@@ -1,0 +1,6 @@
+//go:build unix && !linux
+
+package main
+
+// becomeSubreaper does nothing here: orphans go to init, which reaps them.
+func becomeSubreaper() {}
