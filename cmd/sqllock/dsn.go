@@ -82,6 +82,13 @@ func parseDSN(raw string) (database, error) {
 // mysqlConfig turns mysql://user:password@host:port/dbname?params into a
 // go-sql-driver/mysql config. The params are the driver's (tls, timeout,
 // charset, ...), plus socket=/path for a Unix socket.
+//
+// The driver's own parser reads the params together with the real network
+// and address, because it derives settings from the address once, while
+// parsing: with tls=true, the host name the server's certificate must be
+// issued for. User, password and database name are set afterwards, as
+// they are, so that no character in them needs escaping for the driver's
+// DSN syntax.
 func mysqlConfig(raw string) (*mysql.Config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -91,34 +98,37 @@ func mysqlConfig(raw string) (*mysql.Config, error) {
 		}
 		return nil, errors.New("not a URL")
 	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	if dbName == "" {
+		return nil, fmt.Errorf("no database name (mysql://user:password@host:3306/dbname)")
+	}
 	query := u.Query()
-	socket := query.Get("socket")
+	network, addr := "unix", query.Get("socket")
 	query.Del("socket")
-	// The driver parses its own parameters from a DSN without a server.
-	cfg, err := mysql.ParseDSN("/?" + query.Encode())
+	if addr == "" {
+		host, port := u.Hostname(), u.Port()
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		if port == "" {
+			port = "3306"
+		}
+		network, addr = "tcp", net.JoinHostPort(host, port)
+	}
+	// The address sits between parentheses and before the last '/';
+	// Encode escapes every '/' and ')' in the params.
+	if strings.ContainsAny(addr, "()") {
+		return nil, fmt.Errorf("the server address %q contains a parenthesis", addr)
+	}
+	cfg, err := mysql.ParseDSN(network + "(" + addr + ")/?" + query.Encode())
 	if err != nil {
 		return nil, err
 	}
-	cfg.DBName = strings.TrimPrefix(u.Path, "/")
-	if cfg.DBName == "" {
-		return nil, fmt.Errorf("no database name (mysql://user:password@host:3306/dbname)")
-	}
+	cfg.DBName = dbName
 	if u.User != nil {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	if socket != "" {
-		cfg.Net, cfg.Addr = "unix", socket
-		return cfg, nil
-	}
-	host, port := u.Hostname(), u.Port()
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if port == "" {
-		port = "3306"
-	}
-	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(host, port)
 	return cfg, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // TestUsage runs the command line in-process for mistakes that never reach
@@ -94,6 +96,124 @@ func TestMySQLConfig(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{"mysql://root@localhost/", "mysql://root@localhost/db?timeout=soon", "mysql://root@localhost:port/db"} {
+		if _, err := mysqlConfig(raw); err == nil {
+			t.Errorf("mysqlConfig(%q) accepted", raw)
+		}
+	}
+}
+
+// TestMySQLConfigTLS checks that the config is built for the real server:
+// with tls=true the certificate must be verified against the host of the
+// URL (it was once pinned to 127.0.0.1, so every remote server failed).
+func TestMySQLConfigTLS(t *testing.T) {
+	for _, c := range []struct {
+		raw        string
+		addr       string
+		serverName string // "" : no TLS, or TLS without verification
+		skipVerify bool
+		fallback   bool // tls=preferred: plaintext when the server has no TLS
+	}{
+		{raw: "mysql://app@db.example.com/orders?tls=true", addr: "db.example.com:3306", serverName: "db.example.com"},
+		{raw: "mysql://app@db.example.com:3307/orders?tls=true", addr: "db.example.com:3307", serverName: "db.example.com"},
+		{raw: "mysql://app@10.1.2.3:3307/orders?tls=true", addr: "10.1.2.3:3307", serverName: "10.1.2.3"},
+		{raw: "mysql://app@[2001:db8::7]/orders?tls=true", addr: "[2001:db8::7]:3306", serverName: "2001:db8::7"},
+		{raw: "mysql://app@[2001:db8::7]:3310/orders?tls=true", addr: "[2001:db8::7]:3310", serverName: "2001:db8::7"},
+		{raw: "mysql://app@[fe80::1%25eth0]:3306/orders?tls=true", addr: "[fe80::1%eth0]:3306", serverName: "fe80::1%eth0"},
+		{raw: "mysql:///orders?tls=true", addr: "127.0.0.1:3306", serverName: "127.0.0.1"},
+		{raw: "mysql://app@db.example.com/orders?tls=skip-verify", addr: "db.example.com:3306", skipVerify: true},
+		{raw: "mysql://app@db.example.com/orders?tls=preferred", addr: "db.example.com:3306", skipVerify: true, fallback: true},
+		{raw: "mysql://app@db.example.com/orders?tls=false", addr: "db.example.com:3306"},
+		{raw: "mysql://app@db.example.com/orders", addr: "db.example.com:3306"},
+	} {
+		t.Run(c.raw, func(t *testing.T) {
+			cfg, err := mysqlConfig(c.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Net != "tcp" || cfg.Addr != c.addr {
+				t.Errorf("net %q addr %q, want tcp %q", cfg.Net, cfg.Addr, c.addr)
+			}
+			if cfg.DBName != "orders" {
+				t.Errorf("database %q, want orders", cfg.DBName)
+			}
+			wantTLS := c.serverName != "" || c.skipVerify
+			switch {
+			case !wantTLS && cfg.TLS != nil:
+				t.Errorf("TLS config %+v, want none", cfg.TLS)
+			case wantTLS && cfg.TLS == nil:
+				t.Errorf("no TLS config")
+			case wantTLS && (cfg.TLS.ServerName != c.serverName || cfg.TLS.InsecureSkipVerify != c.skipVerify):
+				t.Errorf("TLS verifies server name %q (skip verify: %v), want %q (%v)",
+					cfg.TLS.ServerName, cfg.TLS.InsecureSkipVerify, c.serverName, c.skipVerify)
+			}
+			if cfg.AllowFallbackToPlaintext != c.fallback {
+				t.Errorf("plaintext fallback %v, want %v", cfg.AllowFallbackToPlaintext, c.fallback)
+			}
+			// The connector the CLI opens normalizes the config again;
+			// it must keep the server name.
+			if _, err := mysql.NewConnector(cfg); err != nil {
+				t.Errorf("NewConnector: %v", err)
+			}
+			if wantTLS && cfg.TLS.ServerName != c.serverName {
+				t.Errorf("after NewConnector: TLS server name %q, want %q", cfg.TLS.ServerName, c.serverName)
+			}
+		})
+	}
+}
+
+// TestMySQLConfigCredentialsAndParams covers what the URL carries besides
+// the server: credentials with characters that mean something in a URL or
+// in the driver's own DSN format, the database name, and driver
+// parameters, which must all arrive unchanged.
+func TestMySQLConfigCredentialsAndParams(t *testing.T) {
+	for _, c := range []struct {
+		raw, user, password, dbname string
+	}{
+		{"mysql://app:p%40ss%2Fw%3Ard%3F%23%25@db.example/orders", "app", "p@ss/w:rd?#%", "orders"},
+		{"mysql://app:%28secret%29@db.example/orders", "app", "(secret)", "orders"},
+		{"mysql://app:pa%20ss%26x%3Dy@db.example/orders", "app", "pa ss&x=y", "orders"},
+		{"mysql://app:@db.example/orders", "app", "", "orders"},
+		{"mysql://a%40b:pw@db.example/orders", "a@b", "pw", "orders"},
+		{"mysql://app:pw@db.example/my%2Fdb", "app", "pw", "my/db"},
+		{"mysql://app:pw@db.example/orders%3Ftls%3Dfalse?tls=true", "app", "pw", "orders?tls=false"},
+	} {
+		t.Run(c.raw, func(t *testing.T) {
+			cfg, err := mysqlConfig(c.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.User != c.user || cfg.Passwd != c.password || cfg.DBName != c.dbname {
+				t.Errorf("user %q password %q database %q, want %q %q %q", cfg.User, cfg.Passwd, cfg.DBName, c.user, c.password, c.dbname)
+			}
+		})
+	}
+
+	cfg, err := mysqlConfig("mysql://app:pw@db.example:3307/orders?tls=true&timeout=5s&readTimeout=2s&writeTimeout=3s" +
+		"&parseTime=true&interpolateParams=true&charset=utf8mb4&collation=utf8mb4_bin&time_zone=%27%2B00%3A00%27&loc=UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Timeout != 5*time.Second || cfg.ReadTimeout != 2*time.Second || cfg.WriteTimeout != 3*time.Second ||
+		!cfg.ParseTime || !cfg.InterpolateParams || cfg.Collation != "utf8mb4_bin" || cfg.Loc != time.UTC ||
+		cfg.Params["time_zone"] != "'+00:00'" || cfg.TLS == nil || cfg.TLS.ServerName != "db.example" {
+		t.Errorf("config = %+v", cfg)
+	}
+
+	cfg, err = mysqlConfig("mysql://app:pw@ignored.example/orders?socket=%2Frun%2Fmysqld%2Fmysqld.sock&timeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Net != "unix" || cfg.Addr != "/run/mysqld/mysqld.sock" || cfg.Timeout != time.Second || cfg.Params["socket"] != "" {
+		t.Errorf("socket config = %+v", cfg)
+	}
+
+	for _, raw := range []string{
+		"mysql://app@db.example/orders?tls=bogus",                                       // not a TLS mode the CLI can name
+		"mysql://app@db.example/orders?timeout=xx",                                      // not a duration
+		"mysql://app@db.example/orders?interpolateParams=true&collation=gbk_chinese_ci", // unsafe with interpolation
+		"mysql://app@db)x/orders",                                                       // ')' would end the driver's address
+		"mysql://app@db.example/orders?socket=%2Ftmp%2Fa%29b.sock",                      // likewise in a socket path
+	} {
 		if _, err := mysqlConfig(raw); err == nil {
 			t.Errorf("mysqlConfig(%q) accepted", raw)
 		}
