@@ -450,7 +450,9 @@ func runningPid(t *testing.T, file string) proc {
 }
 
 // blockedBehind locks name's row in tx and returns a function that counts
-// the sessions waiting for that row lock.
+// the other sessions stuck on it: on PostgreSQL those it blocks, on MySQL
+// those running an UPDATE of dblock_locks in this test's database (only
+// sqllock's acquire, which cannot finish while the row is locked).
 func blockedBehind(t *testing.T, tg testdb.Target, tx *sql.Tx, name string) func() int {
 	t.Helper()
 	ctx := t.Context()
