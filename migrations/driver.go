@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
 	"github.com/golang-migrate/migrate/v4/database/multistmt"
@@ -30,6 +32,8 @@ type dialectSQL struct {
 	lock        string
 	unlock      string
 	insert      string
+	// held releases one hold of the lock and says whether there was one.
+	held string
 	// lockTimesOut: the lock statement answers 1 or 0 (MySQL GET_LOCK with
 	// a timeout) instead of blocking until it gets the lock.
 	lockTimesOut bool
@@ -45,12 +49,16 @@ var dialects = map[dblock.Dialect]dialectSQL{
 		// same server, which is all the lock needs.
 		lock:   `SELECT pg_advisory_lock(hashtext('` + lockKey + `'))`,
 		unlock: `SELECT pg_advisory_unlock(hashtext('` + lockKey + `'))`,
+		// Without the lock it returns false, with a warning, which the
+		// driver drops.
+		held:   `SELECT pg_advisory_unlock(hashtext('` + lockKey + `'))`,
 		insert: `INSERT INTO ` + MigrationsTable + ` (version, dirty) VALUES ($1, $2)`,
 	},
 	dblock.MySQL: {
 		createTable:  `CREATE TABLE IF NOT EXISTS ` + MigrationsTable + ` (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE=InnoDB`,
 		lock:         `SELECT GET_LOCK('` + lockKey + `', 600)`,
 		unlock:       `SELECT RELEASE_LOCK('` + lockKey + `')`,
+		held:         `SELECT COALESCE(RELEASE_LOCK('` + lockKey + `'), 0) = 1`,
 		insert:       `INSERT INTO ` + MigrationsTable + ` (version, dirty) VALUES (?, ?)`,
 		lockTimesOut: true,
 	},
@@ -200,3 +208,36 @@ func (d *driver) Version() (version int, dirty bool, err error) {
 func (d *driver) Drop() error {
 	return errors.New("migrations: Drop is not supported; use Down")
 }
+
+// releaseLock leaves conn holding no migration lock before it returns to
+// the caller's pool: both dialects' locks belong to the session and count
+// re-entries, so it releases until the server says there was none. A
+// golang-migrate Lock call still running on conn (see lockTimeout) holds
+// the connection, so this runs after it. If the server cannot be asked, the
+// connection is closed instead, which ends the session and its locks.
+func releaseLock(ctx context.Context, conn *sql.Conn, d dblock.Dialect) {
+	sqls, ok := dialects[d]
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	for range maxLockHolds {
+		var wasHeld bool
+		if err := conn.QueryRowContext(ctx, sqls.held).Scan(&wasHeld); err != nil {
+			break
+		}
+		if !wasHeld {
+			return
+		}
+	}
+	_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+}
+
+const (
+	// releaseTimeout bounds releaseLock after the caller's context ended.
+	releaseTimeout = 30 * time.Second
+	// maxLockHolds bounds the releases: the driver takes the lock at most
+	// twice (to create the history table, then for golang-migrate).
+	maxLockHolds = 8
+)

@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
@@ -29,6 +31,16 @@ const MigrationsTable = "sqllock_schema_migrations"
 
 // Latest is the version Up migrates to.
 const Latest = 6
+
+// lockTimeout is how long golang-migrate waits for the driver's Lock before
+// it gives up. It gives up by returning, not by stopping Lock, which goes on
+// waiting for the database lock and, once it has it, holds it with nobody
+// left to release it: the connection would return to the caller's pool
+// holding a session lock that blocks every later Up. So golang-migrate
+// never gives up: Lock waits on the caller's context instead, which cancels
+// it properly. (A variable only so that a test can show the cleanup in run
+// copes even so.)
+var lockTimeout = time.Duration(math.MaxInt64)
 
 //go:embed postgres/*.sql mysql/*.sql
 var files embed.FS
@@ -82,8 +94,10 @@ func run(ctx context.Context, db *sql.DB, d dblock.Dialect, step func(*migrate.M
 	if err != nil {
 		return fmt.Errorf("migrations: %w", dblock.WrapDBError("connect", err))
 	}
-	// The connection goes back to the caller's pool however we leave.
+	// The connection goes back to the caller's pool however we leave, and
+	// never holding the migration lock (see lockTimeout).
 	defer conn.Close()
+	defer releaseLock(ctx, conn, d)
 
 	drv, err := newDriver(ctx, conn, d)
 	if err != nil {
@@ -95,6 +109,7 @@ func run(ctx context.Context, db *sql.DB, d dblock.Dialect, step func(*migrate.M
 		_ = src.Close()
 		return fmt.Errorf("migrations: %w", err)
 	}
+	m.LockTimeout = lockTimeout
 	// golang-migrate checks GracefulStop between migrations; the statements
 	// themselves are canceled through ctx by the driver.
 	stop := context.AfterFunc(ctx, func() {

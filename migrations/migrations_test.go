@@ -374,6 +374,7 @@ func TestConcurrentUpFreshSchema(t *testing.T) {
 					if inUse := db.Stats().InUse; inUse != 0 {
 						t.Fatalf("%d connections left checked out", inUse)
 					}
+					assertPoolHoldsNoMigrationLock(t, ctx, db, tg.Dialect, replicas)
 				})
 			}
 		})
