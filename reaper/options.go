@@ -42,9 +42,10 @@ type config struct {
 // prefixed with "CRON_TZ=Area/City ". Default DefaultSchedule.
 func WithSchedule(spec string) Option { return func(c *config) { c.schedule = spec } }
 
-// WithBatchSize sets how many rows one transaction deletes, from 1 to
-// rowlock.MaxSweepBatch. Smaller batches hold fewer row locks for less time;
-// larger ones sweep faster. Default DefaultBatchSize.
+// WithBatchSize sets how many lock rows one batch looks at (and so at most
+// deletes, in one transaction), and how many dead waiters one transaction
+// deletes, from 1 to rowlock.MaxSweepBatch. Smaller batches hold fewer row
+// locks for less time; larger ones sweep faster. Default DefaultBatchSize.
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 
 // WithGrace sets how long after its lease lapsed (by the database clock) a

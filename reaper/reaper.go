@@ -200,15 +200,21 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 		defer r.sweeping(false)
 	}
 
+	// Lock rows are swept in one pass over the table, from name to name;
+	// dead waiters are deleted until a batch comes back short.
+	after := ""
 	phases := []struct {
 		deleted *int
-		batch   func() (int, error)
+		batch   func() (n int, done bool, err error)
 	}{
-		{&res.Locks, func() (int, error) {
-			return r.locker.Sweep(ctx, r.cfg.grace, r.cfg.batchSize)
+		{&res.Locks, func() (int, bool, error) {
+			n, next, err := r.locker.Sweep(ctx, r.cfg.grace, r.cfg.batchSize, after)
+			after = next
+			return n, next == "", err
 		}},
-		{&res.Waiters, func() (int, error) {
-			return deleteDeadWaiters(ctx, r.db, r.waitersSQL, r.cfg.grace, r.cfg.batchSize)
+		{&res.Waiters, func() (int, bool, error) {
+			n, err := deleteDeadWaiters(ctx, r.db, r.waitersSQL, r.cfg.grace, r.cfg.batchSize)
+			return n, n < r.cfg.batchSize, err
 		}},
 	}
 	for _, p := range phases {
@@ -223,12 +229,12 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 			if err := ctx.Err(); err != nil {
 				return res, false, fmt.Errorf("reaper: sweep interrupted: %w", err)
 			}
-			n, err := p.batch()
+			n, done, err := p.batch()
 			*p.deleted += n
 			if err != nil {
 				return res, false, err
 			}
-			if n < r.cfg.batchSize {
+			if done {
 				break
 			}
 		}

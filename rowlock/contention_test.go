@@ -58,7 +58,7 @@ func TestContentionNeverReachesCallers(t *testing.T) {
 		{name: "Sweep", run: func(t *testing.T, ft faultTarget, l *rowlock.Locker, name string) {
 			release(t, mustTry(t, l, name))
 			ft.arm(t, "dblock_locks", "DELETE", injected)
-			n, err := l.Sweep(t.Context(), 0, 100)
+			n, _, err := l.Sweep(t.Context(), 0, 100, "")
 			noContention(t, "Sweep", err)
 			if err != nil || n < 1 || readRow(t, ft.Target, name).exists {
 				t.Fatalf("Sweep = %d, %v; row %+v", n, err, readRow(t, ft.Target, name))

@@ -173,3 +173,24 @@ func eventually(t testing.TB, ctx context.Context, what string, cond func() bool
 		sleepBriefly()
 	}
 }
+
+// sweepAll runs one whole sweep (every batch, from the first name to the
+// last) and returns how many rows it deleted.
+func sweepAll(t testing.TB, ctx context.Context, l *rowlock.Locker, grace time.Duration, limit int) int {
+	t.Helper()
+	total := 0
+	for after := ""; ; {
+		n, next, err := l.Sweep(ctx, grace, limit, after)
+		if err != nil {
+			t.Fatalf("Sweep after %q: %v", after, err)
+		}
+		total += n
+		if next == "" {
+			return total
+		}
+		if next <= after {
+			t.Fatalf("Sweep after %q returned %q: the position must move forward", after, next)
+		}
+		after = next
+	}
+}

@@ -523,7 +523,7 @@ func TestHostileInput(t *testing.T) {
 	sweepOn := func(l *rowlock.Locker, _ string, ctx context.Context) error {
 		// A grace no row of any test reaches: a sweep that runs deletes
 		// nothing.
-		_, err := l.Sweep(ctx, 1000*time.Hour, 1)
+		_, _, err := l.Sweep(ctx, 1000*time.Hour, 1, "")
 		return err
 	}
 	// newWith calls rowlock.New with opts; if it wrongly succeeds, the
@@ -840,22 +840,27 @@ func TestHostileInput(t *testing.T) {
 			})},
 		{name: "Sweep with a negative grace", want: []error{dblock.ErrInvalidOption},
 			arrange: withLocker(func(e *hostileEnv) *rowlock.Locker { return e.l }, func(l *rowlock.Locker, _ string, ctx context.Context) error {
-				_, err := l.Sweep(ctx, -time.Second, 1)
+				_, _, err := l.Sweep(ctx, -time.Second, 1, "")
 				return err
 			})},
 		{name: "Sweep with limit 0", want: []error{dblock.ErrInvalidOption},
 			arrange: withLocker(func(e *hostileEnv) *rowlock.Locker { return e.l }, func(l *rowlock.Locker, _ string, ctx context.Context) error {
-				_, err := l.Sweep(ctx, 0, 0)
+				_, _, err := l.Sweep(ctx, 0, 0, "")
 				return err
 			})},
 		{name: "Sweep with a negative limit", want: []error{dblock.ErrInvalidOption},
 			arrange: withLocker(func(e *hostileEnv) *rowlock.Locker { return e.l }, func(l *rowlock.Locker, _ string, ctx context.Context) error {
-				_, err := l.Sweep(ctx, 0, math.MinInt)
+				_, _, err := l.Sweep(ctx, 0, math.MinInt, "")
+				return err
+			})},
+		{name: "Sweep from a position no name can have", want: []error{dblock.ErrInvalidOption},
+			arrange: withLocker(func(e *hostileEnv) *rowlock.Locker { return e.l }, func(l *rowlock.Locker, _ string, ctx context.Context) error {
+				_, _, err := l.Sweep(ctx, 0, 1, strings.Repeat("z", dblock.MaxNameLength+1))
 				return err
 			})},
 		{name: "Sweep with a limit over MaxSweepBatch", want: []error{dblock.ErrInvalidOption},
 			arrange: withLocker(func(e *hostileEnv) *rowlock.Locker { return e.l }, func(l *rowlock.Locker, _ string, ctx context.Context) error {
-				_, err := l.Sweep(ctx, 0, rowlock.MaxSweepBatch+1)
+				_, _, err := l.Sweep(ctx, 0, rowlock.MaxSweepBatch+1, "")
 				return err
 			})},
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ const (
 	// last. UTC_TIMESTAMP(6) is fixed for the statement.
 	//
 	// A lapsed lock with live fair waiters goes only to the oldest of them.
+	// dblock_locks has no index on expires_at, so no index is written.
 	//
 	// Parameters: note, min hold µs, host, owner, ttl µs, ttl µs, name, name,
 	// waiter id, host, owner.
@@ -89,11 +91,20 @@ WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ?
   AND hold_count > 0 AND expires_at > UTC_TIMESTAMP(6)
 LOCK IN SHARE MODE`
 
-	mySweepSelect = `
+	// mySweepScan looks at the next rows in name order without locking
+	// them: walking the primary key needs no index on expires_at (which
+	// would cost every take and release an index write) and reads each row
+	// once per sweep. The lapsed ones are then locked by mySweepLock, which
+	// rechecks the lapse on the newest row version and skips rows an
+	// acquirer is taking over.
+	mySweepScan = `
+SELECT name, expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND FROM ` + locksTable + `
+WHERE name > ?
+ORDER BY name
+LIMIT ?`
+	mySweepLock = `
 SELECT name, stripe, token FROM ` + locksTable + `
-WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-ORDER BY expires_at
-LIMIT ?
+WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND name IN (%s)
 FOR UPDATE SKIP LOCKED`
 )
 
@@ -204,9 +215,42 @@ func (s mysqlStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (bool, 
 	return queryOne(ctx, tx, myCheckHeld, h.name, h.host, h.ownerID, h.token)
 }
 
-// sweep deletes lapsed rows in one transaction: lock a batch, raise the
-// stripe counters to the batch's tokens, delete the batch.
-func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int) (n int, err error) {
+// sweep looks at the next limit rows after after, then, when some have
+// lapsed, deletes them in one transaction: lock them, raise the stripe
+// counters to their tokens, delete them.
+func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int, after string) (b sweepBatch, err error) {
+	rows, err := s.db.QueryContext(ctx, mySweepScan, micros(grace), after, limit)
+	if err != nil {
+		return b, err
+	}
+	var lapsed []any
+	for rows.Next() {
+		var name string
+		var isLapsed bool
+		if err := rows.Scan(&name, &isLapsed); err != nil {
+			_ = rows.Close()
+			return sweepBatch{}, err
+		}
+		b.scanned++
+		b.last = name
+		if isLapsed {
+			lapsed = append(lapsed, name)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return sweepBatch{}, err
+	}
+	if len(lapsed) > 0 {
+		if b.deleted, err = s.deleteLapsed(ctx, grace, lapsed); err != nil {
+			return sweepBatch{}, err
+		}
+	}
+	return b, nil
+}
+
+// deleteLapsed deletes those of names that are still lapsed, raising their
+// stripes' counters first, in one transaction.
+func (s mysqlStore) deleteLapsed(ctx context.Context, grace time.Duration, names []any) (n int, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -216,11 +260,13 @@ func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int) (
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	rows, err := tx.QueryContext(ctx, mySweepSelect, micros(grace), limit)
+	// Placeholders only: names are never spliced into the SQL.
+	lockSQL := fmt.Sprintf(mySweepLock, placeholders(len(names)))
+	rows, err := tx.QueryContext(ctx, lockSQL, append([]any{micros(grace)}, names...)...)
 	if err != nil {
 		return 0, err
 	}
-	var names []any
+	var doomed []any
 	floors := map[int64]int64{}
 	for rows.Next() {
 		var name string
@@ -229,16 +275,15 @@ func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int) (
 			_ = rows.Close()
 			return 0, err
 		}
-		names = append(names, name)
+		doomed = append(doomed, name)
 		floors[stripe] = max(floors[stripe], token)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return 0, err
 	}
-	if len(names) == 0 {
+	if len(doomed) == 0 {
 		return 0, tx.Commit()
 	}
-	// Placeholders only: names are never spliced into the SQL.
 	fenceArgs := make([]any, 0, 2*len(floors))
 	for stripe, token := range floors {
 		fenceArgs = append(fenceArgs, stripe, token)
@@ -249,12 +294,16 @@ func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int) (
 	if _, err := tx.ExecContext(ctx, fenceSQL, fenceArgs...); err != nil {
 		return 0, err
 	}
-	deleteSQL := `DELETE FROM ` + locksTable + ` WHERE name IN (` +
-		strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + `)`
-	if _, err := tx.ExecContext(ctx, deleteSQL, names...); err != nil {
+	deleteSQL := `DELETE FROM ` + locksTable + ` WHERE name IN (` + placeholders(len(doomed)) + `)`
+	if _, err := tx.ExecContext(ctx, deleteSQL, doomed...); err != nil {
 		return 0, err
 	}
-	return len(names), tx.Commit()
+	return len(doomed), tx.Commit()
+}
+
+// placeholders returns n comma-separated question marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
 func (mysqlStore) wantWake(context.Context, string) (bool, time.Duration, error) {
@@ -262,6 +311,8 @@ func (mysqlStore) wantWake(context.Context, string) (bool, time.Duration, error)
 }
 
 func (mysqlStore) notifies() bool { return false }
+
+func (s mysqlStore) close() { s.db.Close() }
 
 // ignoreDone drops the error of rolling back a transaction that already
 // ended (a failed commit, a canceled context).

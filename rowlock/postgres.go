@@ -16,8 +16,13 @@ type postgresStore struct{ db *sql.DB }
 // pgTake takes over the name's row if its lease has lapsed (a released row
 // has lapsed) or re-enters it for the same owner. The token grows by one on a
 // takeover, under the row lock the UPDATE holds, so it is drawn only once the
-// row is ours. When the row is held by someone else, the second branch says
-// how long its lease has left; no row at all means the name is fresh.
+// row is ours. It is a plain UPDATE of one row by primary key that changes
+// no indexed column, so PostgreSQL can make it a HOT update (no index
+// writes; the table's fillfactor leaves room on the page): that is what
+// keeps it as cheap as the naive recipe's INSERT. clock_timestamp(), not
+// now(): an UPDATE that waited for a releasing UPDATE's row lock rechecks
+// the new row version against the time it got the lock, not the time it
+// started, so it takes a lock released while it waited.
 //
 // A lapsed lock with live fair waiters goes only to the oldest of them:
 // $7 is the caller's waiter id, or the largest bigint when not queued.
@@ -25,31 +30,24 @@ type postgresStore struct{ db *sql.DB }
 // Parameters: $1 name, $2 owner_host, $3 owner_id, $4 note, $5 ttl µs,
 // $6 min hold µs, $7 waiter id.
 const pgTake = `
-WITH taken AS (
-    UPDATE ` + locksTable + ` AS l SET
-        token          = CASE WHEN l.expires_at <= clock_timestamp() THEN l.token + 1 ELSE l.token END,
-        hold_count     = CASE WHEN l.expires_at <= clock_timestamp() THEN 1 ELSE l.hold_count + 1 END,
-        note           = CASE WHEN l.expires_at <= clock_timestamp() THEN $4 ELSE l.note END,
-        acquired_at    = CASE WHEN l.expires_at <= clock_timestamp() THEN clock_timestamp() ELSE l.acquired_at END,
-        min_hold_until = CASE WHEN l.expires_at <= clock_timestamp()
-                              THEN clock_timestamp() + $6::bigint * interval '1 microsecond' ELSE l.min_hold_until END,
-        wanted         = CASE WHEN l.expires_at <= clock_timestamp() THEN false ELSE l.wanted END,
-        owner_host     = $2,
-        owner_id       = $3,
-        expires_at     = GREATEST(clock_timestamp() + $5::bigint * interval '1 microsecond',
-                              CASE WHEN l.expires_at > clock_timestamp() THEN l.expires_at END)
-    WHERE l.name = $1
-      AND ((l.expires_at <= clock_timestamp() AND NOT EXISTS (
-                SELECT 1 FROM ` + waitersTable + ` w
-                WHERE w.name = $1 AND w.id < $7 AND w.expires_at > clock_timestamp()))
-           OR (l.hold_count > 0 AND l.owner_host = $2 AND l.owner_id = $3))
-    RETURNING l.token
-)
-SELECT true, token, 0::bigint FROM taken
-UNION ALL
-SELECT false, 0::bigint, GREATEST(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint)
-FROM ` + locksTable + `
-WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`
+UPDATE ` + locksTable + ` AS l SET
+    token          = CASE WHEN l.expires_at <= clock_timestamp() THEN l.token + 1 ELSE l.token END,
+    hold_count     = CASE WHEN l.expires_at <= clock_timestamp() THEN 1 ELSE l.hold_count + 1 END,
+    note           = CASE WHEN l.expires_at <= clock_timestamp() THEN $4 ELSE l.note END,
+    acquired_at    = CASE WHEN l.expires_at <= clock_timestamp() THEN clock_timestamp() ELSE l.acquired_at END,
+    min_hold_until = CASE WHEN l.expires_at <= clock_timestamp()
+                          THEN clock_timestamp() + $6::bigint * interval '1 microsecond' ELSE l.min_hold_until END,
+    wanted         = CASE WHEN l.expires_at <= clock_timestamp() THEN false ELSE l.wanted END,
+    owner_host     = $2,
+    owner_id       = $3,
+    expires_at     = GREATEST(clock_timestamp() + $5::bigint * interval '1 microsecond',
+                          CASE WHEN l.expires_at > clock_timestamp() THEN l.expires_at END)
+WHERE l.name = $1
+  AND ((l.expires_at <= clock_timestamp() AND NOT EXISTS (
+            SELECT 1 FROM ` + waitersTable + ` w
+            WHERE w.name = $1 AND w.id < $7 AND w.expires_at > clock_timestamp()))
+       OR (l.hold_count > 0 AND l.owner_host = $2 AND l.owner_id = $3))
+RETURNING l.token`
 
 // pgInsert creates the row of a fresh name. Its token comes from the name's
 // stripe counter, incremented in the same statement while its row lock is
@@ -77,25 +75,25 @@ FROM fence
 ON CONFLICT (name) DO NOTHING
 RETURNING token`
 
+// tryAcquire costs one statement when it takes a name used before, and a
+// second one when it does not: the name may be fresh (no row yet), held, or
+// kept for older fair waiters, or its row may have just been deleted by a
+// sweep (the UPDATE waited for it, then found it gone). The insert tells
+// them apart with a fresh snapshot and writes nothing unless the name has
+// no row. Losing the insert race means someone else has just taken it. The
+// holder's remaining lease is not read: a waiter that sleeps until a
+// release asks for it when it asks to be notified (wantWake).
 func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
 	var out outcome
-	var remainingMicros int64
 	err := s.db.QueryRowContext(ctx, pgTake, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID()).
-		Scan(&out.acquired, &out.token, &remainingMicros)
+		Scan(&out.token)
 	switch {
-	case err == nil && (out.acquired || remainingMicros > 0):
-		out.remaining = time.Duration(remainingMicros) * time.Microsecond
+	case err == nil:
+		out.acquired = true
 		return out, nil
-	case err != nil && !errors.Is(err, sql.ErrNoRows):
+	case !errors.Is(err, sql.ErrNoRows):
 		return outcome{}, err
 	}
-	// No row, or a row with no lease left that we could not take: it was
-	// being deleted by a sweep (the UPDATE waited for it, then found it gone,
-	// while the second branch still saw it in the statement's snapshot) or
-	// older fair waiters are queued. The insert looks again with a fresh
-	// snapshot and writes nothing in the second case.
-	// No row: a fresh name. Losing the insert race means someone else has
-	// just taken it.
 	err = s.db.QueryRowContext(ctx, pgInsert,
 		a.name, stripeOf(a.name), a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID()).Scan(&out.token)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -146,15 +144,24 @@ WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4
   AND hold_count > 0 AND expires_at > clock_timestamp()
 FOR SHARE`
 
-	// pgSweep deletes up to $2 rows whose lease lapsed more than $1 µs ago
-	// and, in the same statement, raises their stripes' counters to their
-	// tokens. Rows locked by an acquirer taking them over are skipped.
+	// pgSweep looks at the next $2 rows after $3 in name order and deletes
+	// those whose lease lapsed more than $1 µs ago, raising their stripes'
+	// counters to their tokens in the same statement. It walks the primary
+	// key, so dblock_locks needs no index on expires_at (which would make
+	// every take and release a non-HOT update, see pgTake), and a whole
+	// sweep reads each row once. FOR UPDATE rechecks the lapse on the newest
+	// row version; rows an acquirer is taking over are skipped.
 	pgSweep = `
-WITH doomed AS (
-    SELECT name FROM ` + locksTable + `
-    WHERE expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'
-    ORDER BY expires_at
+WITH scanned AS (
+    SELECT name, expires_at FROM ` + locksTable + `
+    WHERE name > $3
+    ORDER BY name
     LIMIT $2
+), doomed AS (
+    SELECT l.name FROM ` + locksTable + ` AS l
+    WHERE l.name IN (SELECT name FROM scanned
+                     WHERE expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond')
+      AND l.expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'
     FOR UPDATE SKIP LOCKED
 ), deleted AS (
     DELETE FROM ` + locksTable + ` AS l USING doomed
@@ -165,7 +172,8 @@ WITH doomed AS (
     SELECT stripe, max(token) FROM deleted GROUP BY stripe
     ON CONFLICT (stripe) DO UPDATE SET token = GREATEST(f.token, EXCLUDED.token)
 )
-SELECT count(*) FROM deleted`
+SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM scanned),
+       COALESCE((SELECT name FROM scanned ORDER BY name DESC LIMIT 1), '')`
 )
 
 func (s postgresStore) release(ctx context.Context, h holder) (bool, error) {
@@ -185,10 +193,10 @@ func (s postgresStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (boo
 	return queryOne(ctx, tx, pgCheckHeld, h.name, h.host, h.ownerID, h.token)
 }
 
-func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, pgSweep, micros(grace), limit).Scan(&n)
-	return n, err
+func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int, after string) (sweepBatch, error) {
+	var b sweepBatch
+	err := s.db.QueryRowContext(ctx, pgSweep, micros(grace), limit, after).Scan(&b.deleted, &b.scanned, &b.last)
+	return b, err
 }
 
 func (s postgresStore) wantWake(ctx context.Context, name string) (bool, time.Duration, error) {

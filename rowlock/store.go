@@ -100,9 +100,10 @@ type store interface {
 	// checkHeld locks h's row in shared mode inside tx if h still holds it
 	// unexpired.
 	checkHeld(ctx context.Context, tx *sql.Tx, h holder) (ok bool, err error)
-	// sweep deletes up to limit rows whose lease lapsed more than grace
-	// ago, raising their stripes' counters to their tokens first.
-	sweep(ctx context.Context, grace time.Duration, limit int) (int, error)
+	// sweep looks at the next limit rows after the name after, in name
+	// order, and deletes those whose lease lapsed more than grace ago,
+	// raising their stripes' counters to their tokens first.
+	sweep(ctx context.Context, grace time.Duration, limit int, after string) (sweepBatch, error)
 	// wantWake asks that the release of name, held now, be announced to
 	// other processes. armed is false when the lock is not held (free, or
 	// lapsed and kept for fair waiters): there will be no announcement.
@@ -110,6 +111,15 @@ type store interface {
 	// notifies reports whether releases are announced to other processes
 	// (PostgreSQL NOTIFY).
 	notifies() bool
+}
+
+// sweepBatch is what one sweep statement or transaction did.
+type sweepBatch struct {
+	deleted int
+	// scanned rows were looked at; fewer than the limit means the table
+	// ends after last.
+	scanned int
+	last    string
 }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }

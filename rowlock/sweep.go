@@ -12,31 +12,57 @@ import (
 // locks (and the MySQL statement's placeholders stay few).
 const MaxSweepBatch = 10000
 
-// Sweep deletes up to limit lock rows whose lease lapsed more than grace ago
-// by the database clock, and returns how many it deleted. Released locks
-// leave their rows behind (they carry the name's fencing token); Sweep is how
-// they go. It raises the rows' token counters to their tokens in the same
-// transaction, so tokens never go backwards, and skips rows an acquirer is
-// taking over at that moment. It never deletes a live lock: a live lease has
-// not lapsed. Delete lock rows only with Sweep (the reaper package runs it on
-// a schedule): a row deleted by hand takes its token's history with it.
-// Contention is retried until ctx ends; the error then wraps ctx.Err().
-func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int) (int, error) {
+// Sweep deletes lock rows whose lease lapsed more than grace ago by the
+// database clock, one batch per call: it looks at the next limit rows after
+// the name after, in name order ("" starts at the first), deletes those
+// that lapsed, and returns how many it deleted and where the next batch
+// starts; next is "" once the batch reached the end of the table. A whole
+// sweep is the loop
+//
+//	for after := ""; ; {
+//		n, next, err := l.Sweep(ctx, grace, limit, after)
+//		// ... count n, handle err
+//		if next == "" {
+//			break
+//		}
+//		after = next
+//	}
+//
+// which reads each row once: rows are found by walking the primary key, as
+// the table has no index on expires_at (it would make every acquire and
+// release write it).
+//
+// Released locks leave their rows behind (they carry the name's fencing
+// token); Sweep is how they go. It raises the rows' token counters to their
+// tokens in the same transaction, so tokens never go backwards, and skips
+// rows an acquirer is taking over at that moment. It never deletes a live
+// lock: a live lease has not lapsed. Delete lock rows only with Sweep (the
+// reaper package runs it on a schedule): a row deleted by hand takes its
+// token's history with it. Contention is retried until ctx ends; the error
+// then wraps ctx.Err().
+func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int, after string) (deleted int, next string, err error) {
 	switch {
 	case ctx == nil:
-		return 0, fmt.Errorf("rowlock: Sweep: %w", dblock.CheckContext(ctx))
+		return 0, "", fmt.Errorf("rowlock: Sweep: %w", dblock.CheckContext(ctx))
 	case grace < 0:
-		return 0, fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "grace", Reason: "must not be negative"})
+		return 0, "", fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "grace", Reason: "must not be negative"})
 	case limit < 1 || limit > MaxSweepBatch:
-		return 0, fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "limit", Reason: fmt.Sprintf("must be 1 to %d", MaxSweepBatch)})
+		return 0, "", fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "limit", Reason: fmt.Sprintf("must be 1 to %d", MaxSweepBatch)})
+	case len(after) > dblock.MaxNameLength:
+		// No name sorts after it that could be in the table; a typed error
+		// rather than a query that finds nothing.
+		return 0, "", fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "after", Reason: fmt.Sprintf("longer than %d bytes: not a position a Sweep returned", dblock.MaxNameLength)})
 	}
-	var n int
-	err := retryContention(ctx, func() (err error) {
-		n, err = l.store.sweep(ctx, grace, limit)
+	var b sweepBatch
+	err = retryContention(ctx, func() (err error) {
+		b, err = l.store.sweep(ctx, grace, limit, after)
 		return err
 	})
 	if err != nil {
-		return 0, dblock.WrapDBError("rowlock: sweep", err)
+		return 0, "", dblock.WrapDBError("rowlock: sweep", err)
 	}
-	return n, nil
+	if b.scanned < limit {
+		return b.deleted, "", nil
+	}
+	return b.deleted, b.last, nil
 }
