@@ -59,3 +59,31 @@ func TestCloseWithFairWaitersInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestLockHeldAcrossClose: a Locker's Close refuses new acquisitions, but a
+// lock held across it is still renewed, refreshed and released (its
+// statements then run unprepared on MySQL), and another Locker gets it.
+func TestLockHeldAcrossClose(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			l, other := newLocker(t, tg.DB), newLocker(t, tg.DB)
+			name := testdb.Name(t)
+			k := mustTry(t, l, name)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.TryAcquire(ctx, testdb.Name(t)); !errors.Is(err, dblock.ErrClosed) {
+				t.Fatalf("TryAcquire after Close = %v, want ErrClosed", err)
+			}
+			if err := k.Refresh(ctx); err != nil {
+				t.Fatalf("Refresh after Close: %v", err)
+			}
+			if _, err := other.TryAcquire(ctx, name); !errors.Is(err, dblock.ErrNotAcquired) {
+				t.Fatalf("another Locker took a lock held across Close: %v", err)
+			}
+			release(t, k)
+			release(t, mustTry(t, other, name))
+		})
+	}
+}

@@ -79,7 +79,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	case dblock.Postgres:
 		l.store = postgresStore{db: db}
 	case dblock.MySQL:
-		l.store = mysqlStore{db: db}
+		l.store = mysqlStore{db: db, hot: newPrepared(db)}
 	}
 	if l.store.notifies() && cfg.listen {
 		l.ln = &listener{
@@ -125,6 +125,7 @@ func (l *Locker) Close() error {
 		l.ln.close()
 	}
 	l.queue.Close()
+	l.store.close()
 	return nil
 }
 

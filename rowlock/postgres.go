@@ -210,6 +210,8 @@ func (s postgresStore) wantWake(ctx context.Context, name string) (bool, time.Du
 
 func (postgresStore) notifies() bool { return true }
 
+func (postgresStore) close() {}
+
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

@@ -111,6 +111,10 @@ type store interface {
 	// notifies reports whether releases are announced to other processes
 	// (PostgreSQL NOTIFY).
 	notifies() bool
+	// close releases what the store keeps (prepared statements); it may
+	// still be used afterwards, less efficiently, by locks held across the
+	// Locker's Close.
+	close()
 }
 
 // sweepBatch is what one sweep statement or transaction did.
