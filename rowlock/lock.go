@@ -232,8 +232,15 @@ func (k *Lock) Release(ctx context.Context) error {
 	lost := k.err
 	k.mu.Unlock()
 
+	// The renewal loop is stopped but not waited for until the release is
+	// sent: waking it and waiting for it to exit would put two goroutine
+	// switches in front of every release. A renewal still in flight is
+	// harmless either way: before the release it extends the lease the
+	// release then ends; after it, it matches no row (the lock is free, or
+	// another holder's) or extends the lease that reentrant holds of the
+	// same owner still share, and, finding this hold released, it does not
+	// declare the lock lost.
 	k.stopRenew()
-	<-k.renewDone
 
 	var ok bool
 	err := retryContention(ctx, func() (err error) {
@@ -243,6 +250,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	if err == nil {
 		wakeLocal(k.h.name)
 	}
+	<-k.renewDone
 	k.mu.Lock()
 	if k.err == nil {
 		k.err = dblock.ErrReleased
