@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // releaseChannel is the PostgreSQL NOTIFY channel on which releases are
@@ -85,8 +87,7 @@ RETURNING token`
 // release asks for it when it asks to be notified (wantWake).
 func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
 	var out outcome
-	err := s.db.QueryRowContext(ctx, pgTake, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID()).
-		Scan(&out.token)
+	err := s.queryInt64(ctx, &out.token, pgTake, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID())
 	switch {
 	case err == nil:
 		out.acquired = true
@@ -94,8 +95,8 @@ func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, erro
 	case !errors.Is(err, sql.ErrNoRows):
 		return outcome{}, err
 	}
-	err = s.db.QueryRowContext(ctx, pgInsert,
-		a.name, stripeOf(a.name), a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID()).Scan(&out.token)
+	err = s.queryInt64(ctx, &out.token, pgInsert,
+		a.name, stripeOf(a.name), a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID())
 	if errors.Is(err, sql.ErrNoRows) {
 		return outcome{}, nil
 	}
@@ -176,13 +177,42 @@ SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM scanned),
        COALESCE((SELECT name FROM scanned ORDER BY name DESC LIMIT 1), '')`
 )
 
+// release is an Exec, not a query: database/sql starts a goroutine for the
+// rows of every query whose context can be canceled (see queryInt64), and
+// the statement's one row says no more than its count, which pgx reports
+// as the rows affected ("SELECT 1").
 func (s postgresStore) release(ctx context.Context, h holder) (bool, error) {
-	rows, err := s.db.QueryContext(ctx, pgRelease, h.name, h.host, h.ownerID, h.token)
-	if err != nil {
-		return false, err
+	return execOne(ctx, s.db, pgRelease, h.name, h.host, h.ownerID, h.token)
+}
+
+// queryInt64 runs a statement that returns at most one bigint into dst;
+// sql.ErrNoRows when it returns none. With pgx's database/sql driver it
+// runs through pgx itself: database/sql starts a goroutine (Rows.awaitDone)
+// for the rows of every query whose context can be canceled, as callers'
+// contexts usually can, and on the uncontended path that goroutine cost
+// more than the library's own work (pgx watches the context with
+// context.AfterFunc instead). Any other driver goes through database/sql.
+func (s postgresStore) queryInt64(ctx context.Context, dst *int64, query string, args ...any) error {
+	if ctx.Done() == nil {
+		// Nothing to watch: database/sql starts no goroutine either.
+		return s.db.QueryRowContext(ctx, query, args...).Scan(dst)
 	}
-	released := rows.Next()
-	return released, errors.Join(rows.Err(), rows.Close())
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	err = conn.Raw(func(dc any) error {
+		pc, ok := dc.(interface{ Conn() *pgx.Conn })
+		if !ok {
+			return errNoPgx
+		}
+		return pc.Conn().QueryRow(ctx, query, args...).Scan(dst)
+	})
+	if errors.Is(err, errNoPgx) {
+		return conn.QueryRowContext(ctx, query, args...).Scan(dst)
+	}
+	return err
 }
 
 func (s postgresStore) renew(ctx context.Context, h holder, ttl time.Duration) (bool, error) {
