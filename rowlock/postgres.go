@@ -114,14 +114,12 @@ const (
 	// waiter asked for it (pgWant): NOTIFY serializes committing
 	// transactions, so an uncontended release does without.
 	pgRelease = `
-WITH released AS (
-    UPDATE ` + locksTable + `
-    SET hold_count = hold_count - 1,
-        expires_at = CASE WHEN hold_count = 1 THEN GREATEST(min_hold_until, clock_timestamp()) ELSE expires_at END
-    WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4 AND hold_count > 0
-    RETURNING name, wanted AND hold_count = 0 AND expires_at <= clock_timestamp() AS announce
-)
-SELECT CASE WHEN announce THEN pg_notify('` + releaseChannel + `', name) END FROM released`
+UPDATE ` + locksTable + `
+SET hold_count = hold_count - 1,
+    expires_at = CASE WHEN hold_count = 1 THEN GREATEST(min_hold_until, clock_timestamp()) ELSE expires_at END
+WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4 AND hold_count > 0
+RETURNING CASE WHEN wanted AND hold_count = 0 AND expires_at <= clock_timestamp()
+               THEN pg_notify('` + releaseChannel + `', name) END`
 
 	// pgWant asks the holder's release for a NOTIFY. It succeeds only while
 	// the lock is held; the row lock it takes orders it before that release.
@@ -179,8 +177,8 @@ SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM scanned),
 
 // release is an Exec, not a query: database/sql starts a goroutine for the
 // rows of every query whose context can be canceled (see queryInt64), and
-// the statement's one row says no more than its count, which pgx reports
-// as the rows affected ("SELECT 1").
+// the statement's row says no more than the rows affected. RETURNING sees
+// the row as updated, and NOTIFY is sent only if the release commits.
 func (s postgresStore) release(ctx context.Context, h holder) (bool, error) {
 	return execOne(ctx, s.db, pgRelease, h.name, h.host, h.ownerID, h.token)
 }
