@@ -77,7 +77,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	l := &Locker{db: db, cfg: cfg, queue: q}
 	switch cfg.dialect {
 	case dblock.Postgres:
-		l.store = postgresStore{db: db}
+		l.store = postgresStore{db: db, process: dblock.ProcessHost()}
 	case dblock.MySQL:
 		l.store = mysqlStore{db: db, hot: newPrepared(db)}
 	}

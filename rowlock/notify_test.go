@@ -1,88 +1,121 @@
-package rowlock_test
+package rowlock
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
+	"database/sql"
 	"testing"
-	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/rowlock"
 )
 
-// TestChildWokenWaiter is the body of the child process of
-// TestReleaseWakesOtherProcess; in a normal run it returns at once.
-func TestChildWokenWaiter(t *testing.T) {
-	if !testdb.IsChild() {
-		return
-	}
-	name, dialect := os.Getenv("SQLLOCK_CHILD_LOCK"), os.Getenv("SQLLOCK_CHILD_DIALECT")
+// TestReleaseNotifiesOnlyOtherProcesses: on PostgreSQL a release sends a
+// NOTIFY when waiters asked for one (wanted), but not when every waiter
+// that asked is in the releasing process, which wakes them in memory: a
+// NOTIFY with a session listening made the releasing commit much slower.
+// Whether a release notified is told without timing: after it, the test
+// sends a marker on the same channel, and notifications arrive in commit
+// order, so the release's would come first.
+func TestReleaseNotifiesOnlyOtherProcesses(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
-		if tg.Name != dialect {
-			continue
+		if tg.Dialect != dblock.Postgres {
+			continue // MySQL has no notifications: waiters poll
 		}
-		var opts []rowlock.Option
-		if tg.Dialect == dblock.Postgres {
-			// Never poll during the test: only a NOTIFY can wake it.
-			opts = append(opts, rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour))
-		}
-		l, err := rowlock.New(tg.DB, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := l.Acquire(context.Background(), name, dblock.Fair())
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Printf("acquired %d\n", k.Token())
-		if err := k.Release(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		_ = l.Close()
-	}
-}
-
-// TestReleaseWakesOtherProcess: a release wakes a waiter in another
-// process, which no in-memory wake-up reaches. On PostgreSQL the child's
-// waiter never polls while the test runs (the holder's lease is 10 minutes,
-// its pauses an hour), so only the release's NOTIFY can wake it. On MySQL it
-// polls, as there.
-func TestReleaseWakesOtherProcess(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
-			defer cancel()
-			l := newLocker(t, tg.DB)
-			name := testdb.Name(t)
-			holder, err := l.TryAcquire(ctx, name, dblock.TTL(10*time.Minute))
+			cases := []struct {
+				name string
+				// wantedBy are the processes whose waiters asked for a
+				// wake-up before the release, in order.
+				wantedBy   []string
+				wantNotify bool
+			}{
+				{"nobody asked", nil, false},
+				{"this process asked", []string{dblock.ProcessHost()}, false},
+				{"this process asked twice", []string{dblock.ProcessHost(), dblock.ProcessHost()}, false},
+				{"another process asked", []string{"elsewhere:1"}, true},
+				{"this process, then another", []string{dblock.ProcessHost(), "elsewhere:1"}, true},
+				{"another process, then this one", []string{"elsewhere:1", dblock.ProcessHost()}, true},
+			}
+			l, err := New(tg.DB)
 			if err != nil {
 				t.Fatal(err)
 			}
-			child := testdb.Child(t, "TestChildWokenWaiter", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
-			eventually(t, ctx, "the child never queued", func() bool {
-				ws, err := l.Waiters(ctx, name)
-				return err == nil && len(ws) == 1
-			})
-			if tg.Dialect == dblock.Postgres {
-				// The child asks for a NOTIFY right before it sleeps.
-				eventually(t, ctx, "the child never asked to be notified", func() bool {
-					var wanted bool
-					err := tg.DB.QueryRowContext(ctx, `SELECT wanted FROM dblock_locks WHERE name = $1`, name).Scan(&wanted)
-					return err == nil && wanted
+			t.Cleanup(func() { _ = l.Close() })
+			listen := listenConn(t, tg.DB, releaseChannel)
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					ctx := t.Context()
+					name := testdb.Name(t)
+					k, err := l.TryAcquire(ctx, name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, process := range c.wantedBy {
+						// What a waiter of that process does before it
+						// sleeps.
+						asker := postgresStore{db: tg.DB, process: process}
+						if armed, _, err := asker.wantWake(ctx, name); err != nil || !armed {
+							t.Fatalf("wantWake as %s = %v, %v", process, armed, err)
+						}
+					}
+					if err := k.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					marker := name + "/marker"
+					if _, err := tg.DB.ExecContext(ctx, `SELECT pg_notify($1, $2)`, releaseChannel, marker); err != nil {
+						t.Fatal(err)
+					}
+					notified := false
+					for {
+						payload := nextNotification(t, listen)
+						if payload == marker {
+							break
+						}
+						if payload == name {
+							notified = true
+						}
+					}
+					if notified != c.wantNotify {
+						t.Errorf("release notified: %v, want %v", notified, c.wantNotify)
+					}
 				})
-			}
-			release(t, holder)
-			line, err := child.WaitLine(ctx, "acquired ")
-			if err != nil {
-				t.Fatalf("the child was not woken: %v", err)
-			}
-			if token, _ := strconv.ParseInt(strings.TrimPrefix(line, "acquired "), 10, 64); token <= holder.Token() {
-				t.Fatalf("child's token %d not above %d", token, holder.Token())
 			}
 		})
 	}
+}
+
+// listenConn is a connection of db that LISTENs on channel, closed when
+// the test ends.
+func listenConn(t *testing.T, db *sql.DB, channel string) *sql.Conn {
+	t.Helper()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := conn.ExecContext(t.Context(), `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// nextNotification waits for the next notification on conn (the test's
+// deadline bounds the wait) and returns its payload.
+func nextNotification(t *testing.T, conn *sql.Conn) string {
+	t.Helper()
+	var payload string
+	err := conn.Raw(func(dc any) error {
+		n, err := dc.(*stdlib.Conn).Conn().WaitForNotification(context.WithoutCancel(t.Context()))
+		if err == nil {
+			payload = n.Payload
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("waiting for a notification: %v", err)
+	}
+	return payload
 }

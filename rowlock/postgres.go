@@ -13,7 +13,13 @@ import (
 // announced; the payload is the lock name.
 const releaseChannel = "dblock_released"
 
-type postgresStore struct{ db *sql.DB }
+type postgresStore struct {
+	db *sql.DB
+	// process is this process's identity (dblock.ProcessHost), which a
+	// waiter records when it asks for a release NOTIFY and a release
+	// compares with: waiters of the releasing process are woken in memory.
+	process string
+}
 
 // pgTake takes over the name's row if its lease has lapsed (a released row
 // has lapsed) or re-enters it for the same owner. The token grows by one on a
@@ -111,20 +117,26 @@ const (
 	// pgRelease drops one hold. The last one frees the row (expires_at =
 	// now), or, with MinHold pending, leaves it to lapse at min_hold_until.
 	// A freed lock is announced to the listeners of other processes when a
-	// waiter asked for it (pgWant): NOTIFY serializes committing
-	// transactions, so an uncontended release does without.
+	// waiter of another process than this one ($5) asked for it (pgWant):
+	// NOTIFY serializes committing transactions and, with a session
+	// listening, made the release take twice as long, so a release whose
+	// only waiters are in its own process (woken in memory) does without.
 	pgRelease = `
 UPDATE ` + locksTable + `
 SET hold_count = hold_count - 1,
     expires_at = CASE WHEN hold_count = 1 THEN GREATEST(min_hold_until, clock_timestamp()) ELSE expires_at END
 WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4 AND hold_count > 0
-RETURNING CASE WHEN wanted AND hold_count = 0 AND expires_at <= clock_timestamp()
+RETURNING CASE WHEN wanted AND wanted_by <> $5 AND hold_count = 0 AND expires_at <= clock_timestamp()
                THEN pg_notify('` + releaseChannel + `', name) END`
 
-	// pgWant asks the holder's release for a NOTIFY. It succeeds only while
-	// the lock is held; the row lock it takes orders it before that release.
+	// pgWant asks the holder's release for a NOTIFY, for this process ($2)
+	// or, when another process asked already, for several (''). It succeeds
+	// only while the lock is held; the row lock it takes orders it before
+	// that release. A takeover clears wanted, so a stale wanted_by is
+	// never read.
 	pgWant = `
-UPDATE ` + locksTable + ` SET wanted = true
+UPDATE ` + locksTable + ` SET wanted = true,
+    wanted_by = CASE WHEN wanted AND wanted_by <> $2 THEN '' ELSE $2 END
 WHERE name = $1 AND expires_at > clock_timestamp()
 RETURNING GREATEST(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint)`
 
@@ -180,7 +192,7 @@ SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM scanned),
 // the statement's row says no more than the rows affected. RETURNING sees
 // the row as updated, and NOTIFY is sent only if the release commits.
 func (s postgresStore) release(ctx context.Context, h holder) (bool, error) {
-	return execOne(ctx, s.db, pgRelease, h.name, h.host, h.ownerID, h.token)
+	return execOne(ctx, s.db, pgRelease, h.name, h.host, h.ownerID, h.token, s.process)
 }
 
 // queryInt64 runs a statement that returns at most one bigint into dst;
@@ -229,7 +241,7 @@ func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int
 
 func (s postgresStore) wantWake(ctx context.Context, name string) (bool, time.Duration, error) {
 	var us int64
-	err := s.db.QueryRowContext(ctx, pgWant, name).Scan(&us)
+	err := s.db.QueryRowContext(ctx, pgWant, name, s.process).Scan(&us)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, 0, nil
 	}
