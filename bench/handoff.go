@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
@@ -23,6 +24,16 @@ type handoffVariant struct {
 	name, waiter string
 	label        string // in the chart, the same for both dialects
 	round        func(ctx context.Context) (time.Duration, error)
+}
+
+// roundPause is how long one round's waiter waits before the release:
+// pause, plus up to as much again at random. A waiter that polls does so on
+// a schedule that starts with its acquire; with the same pause every round,
+// every release would fall at the same point of that schedule and every
+// handoff would wait the same part of a polling interval. Holders release
+// at any moment, so the release's phase is drawn uniformly.
+func roundPause(pause time.Duration) time.Duration {
+	return pause + rand.N(pause)
 }
 
 // waited is what a waiter goroutine reports: when its acquire returned.
@@ -114,7 +125,7 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 		}
 		name := e.newName("h-local", len(variants))
 		variants = append(variants, handoffVariant{kind, "same process", kind + ", same process", func(ctx context.Context) (time.Duration, error) {
-			return timeHandoff(ctx, cfg.pause, lockOf(holder, name), lockOf(local, name, opts...))
+			return timeHandoff(ctx, roundPause(cfg.pause), lockOf(holder, name), lockOf(local, name, opts...))
 		}})
 	}
 	child, err := startChild(e)
@@ -129,7 +140,7 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 		}
 		name := e.newName("h-child", len(variants))
 		variants = append(variants, handoffVariant{kind, "other process", kind + ", other process", func(ctx context.Context) (time.Duration, error) {
-			return child.handoff(ctx, cfg.pause, lockOf(holder, name), name, fair)
+			return child.handoff(ctx, roundPause(cfg.pause), lockOf(holder, name), name, fair)
 		}})
 	}
 	if e.fuErr == nil {
@@ -144,7 +155,7 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 		name := e.newName("h-fu")
 		e.names.forUpdate(name)
 		variants = append(variants, handoffVariant{"forupdate", "same process", "forupdate", func(ctx context.Context) (time.Duration, error) {
-			return timeHandoff(ctx, cfg.pause, lockOf(fh, name), lockOf(fw, name))
+			return timeHandoff(ctx, roundPause(cfg.pause), lockOf(fh, name), lockOf(fw, name))
 		}})
 	}
 	naive, err := newNaiveBlocking(ctx, e, e.newName("h-naive"))
@@ -155,7 +166,7 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 	naiveIndex := len(variants)
 	variants = append(variants, handoffVariant{"naive INSERT/DELETE (raw)", "same process, " + naive.waiterKind(), "naive INSERT/DELETE (raw)",
 		func(ctx context.Context) (time.Duration, error) {
-			return timeHandoff(ctx, cfg.pause,
+			return timeHandoff(ctx, roundPause(cfg.pause),
 				func() (func() error, error) { return naive.hold(ctx) },
 				func() (func() error, error) { return naive.wait(ctx) })
 		}})
@@ -175,7 +186,7 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 		return tx.Commit, nil
 	}
 	variants = append(variants, handoffVariant{"BEGIN; SELECT … FOR UPDATE (raw)", "same process", "SELECT … FOR UPDATE (raw)", func(ctx context.Context) (time.Duration, error) {
-		return timeHandoff(ctx, cfg.pause, rawLock, rawLock)
+		return timeHandoff(ctx, roundPause(cfg.pause), rawLock, rawLock)
 	}})
 	conns, closeConns, err := pinned(ctx, e.db, 2)
 	if err != nil {
@@ -196,7 +207,7 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 		advBlocking = "GET_LOCK(name, 60) (blocking)"
 	}
 	variants = append(variants, handoffVariant{advBlocking, "same process", "advisory lock, blocking", func(ctx context.Context) (time.Duration, error) {
-		return timeHandoff(ctx, cfg.pause, advLock(conns[0]), advLock(conns[1]))
+		return timeHandoff(ctx, roundPause(cfg.pause), advLock(conns[0]), advLock(conns[1]))
 	}})
 
 	ops := make([]op, len(variants))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"hash/fnv"
 
@@ -127,6 +128,28 @@ func (e *env) naive(ctx context.Context, name string) error {
 	}
 	_, err := e.db.ExecContext(ctx, e.sql.naiveDelete, name)
 	return err
+}
+
+// preparedNaive returns the naive recipe with both statements prepared
+// once (kept per pool connection by database/sql), and a func that closes
+// them.
+func (e *env) preparedNaive(ctx context.Context) (func(ctx context.Context, name string) error, func(), error) {
+	ins, err := e.db.PrepareContext(ctx, e.sql.naiveInsert)
+	if err != nil {
+		return nil, nil, err
+	}
+	del, err := e.db.PrepareContext(ctx, e.sql.naiveDelete)
+	if err != nil {
+		return nil, nil, errors.Join(err, ins.Close())
+	}
+	run := func(ctx context.Context, name string) error {
+		if _, err := ins.ExecContext(ctx, name); err != nil {
+			return err
+		}
+		_, err := del.ExecContext(ctx, name)
+		return err
+	}
+	return run, func() { _ = ins.Close(); _ = del.Close() }, nil
 }
 
 // rawForUpdate runs BEGIN; SELECT ... FOR UPDATE; COMMIT on name's row.

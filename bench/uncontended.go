@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/forupdate"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -37,6 +38,12 @@ func interleave(ctx context.Context, n, warmup int, ops []op) ([]samples, error)
 	return out, nil
 }
 
+// uncontended measures each lock beside the raw SQL it is built on, and
+// beside the server's own named lock, in two groups interleaved operation
+// by operation: rowlock with the naive INSERT+DELETE, forupdate with the
+// raw BEGIN; SELECT ... FOR UPDATE; COMMIT. A variant's ratio is taken
+// against the baseline it ran beside; one rotation of every variant would
+// let each group's idle gaps and connection use tilt the other's.
 func uncontended(ctx context.Context, cfg config, e *env, t *table, chart *panel) error {
 	rl, err := rowlock.New(e.db)
 	if err != nil {
@@ -49,13 +56,19 @@ func uncontended(ctx context.Context, cfg config, e *env, t *table, chart *panel
 	}
 	defer conn.Close()
 
-	rlName, naiveName, advName := e.newName("u-rl"), e.newName("u-naive"), e.newName("u-adv")
+	rlName, naiveName, prepName, advName := e.newName("u-rl"), e.newName("u-naive"), e.newName("u-prep"), e.newName("u-adv")
 	fuName, rawName := e.newName("u-fu"), e.newName("u-rawfu")
 	e.names.forUpdate(fuName)
 	if err := e.fuCreate(ctx, rawName); err != nil {
 		return err
 	}
-	ops := []op{
+	advisory := func(ctx context.Context) error {
+		if err := e.advTry(ctx, conn, advName); err != nil {
+			return err
+		}
+		return e.advUnlock(ctx, conn, advName)
+	}
+	rowlockOps := []op{
 		func(ctx context.Context) error {
 			k, err := rl.TryAcquire(ctx, rlName)
 			if err != nil {
@@ -64,33 +77,28 @@ func uncontended(ctx context.Context, cfg config, e *env, t *table, chart *panel
 			return k.Release(ctx)
 		},
 		func(ctx context.Context) error { return e.naive(ctx, naiveName) },
-		func(ctx context.Context) error {
-			if err := e.advTry(ctx, conn, advName); err != nil {
-				return err
-			}
-			return e.advUnlock(ctx, conn, advName)
-		},
-		func(ctx context.Context) error { return e.rawForUpdate(ctx, rawName) },
+		advisory,
 	}
-	if e.fuErr == nil {
-		fl, err := forupdate.New(e.db)
+	// MySQL: rowlock runs its statements prepared (one round trip each
+	// instead of two); the naive pair prepared is the like-for-like view.
+	var closePrepared func()
+	if e.dialect == dblock.MySQL {
+		naivePrepared, closeStmts, err := e.preparedNaive(ctx)
 		if err != nil {
 			return err
 		}
-		ops = append(ops, func(ctx context.Context) error {
-			k, err := fl.Acquire(ctx, fuName)
-			if err != nil {
-				return err
-			}
-			return k.Release(ctx)
-		})
+		closePrepared = closeStmts
+		rowlockOps = append(rowlockOps, func(ctx context.Context) error { return naivePrepared(ctx, prepName) })
 	}
-	res, err := interleave(ctx, cfg.n, 50, ops)
+	if closePrepared != nil {
+		defer closePrepared()
+	}
+	res, err := interleave(ctx, cfg.n, 50, rowlockOps)
 	if err != nil {
 		return err
 	}
-	lib, naive, adv, raw := res[0], res[1], res[2], res[3]
-	row := func(variant, label string, s samples, base samples) {
+	lib, naive, adv := res[0], res[1], res[2]
+	row := func(variant, label string, s, base, adv samples) {
 		vsRaw := "—"
 		if base != nil {
 			vsRaw = dratio(s.pct(50), base.pct(50))
@@ -98,13 +106,36 @@ func uncontended(ctx context.Context, cfg config, e *env, t *table, chart *panel
 		t.add(e.target.name, variant, dur(s.pct(50)), dur(s.pct(99)), dur(s.mean()), vsRaw, dratio(s.pct(50), adv.pct(50)))
 		chart.set(label, e.target.name, s.pct(50))
 	}
-	row("rowlock TryAcquire+Release", "rowlock", lib, naive)
-	row("naive INSERT+DELETE (raw)", "naive INSERT+DELETE (raw)", naive, nil)
-	if e.fuErr == nil {
-		row("forupdate Acquire+Release", "forupdate", res[4], raw)
+	row("rowlock TryAcquire+Release", "rowlock", lib, naive, adv)
+	row("naive INSERT+DELETE (raw)", "naive INSERT+DELETE (raw)", naive, nil, adv)
+	if len(res) > 3 {
+		row("naive INSERT+DELETE (raw, prepared)", "naive INSERT+DELETE (raw, prepared)", res[3], nil, adv)
 	}
-	row("BEGIN; SELECT … FOR UPDATE; COMMIT (raw)", "BEGIN; SELECT … FOR UPDATE; COMMIT (raw)", raw, nil)
-	row(advisoryName(e)+" (pinned conn)", "advisory lock (pinned conn)", adv, nil)
+	row(advisoryName(e)+" (pinned conn)", "advisory lock (pinned conn)", adv, nil, adv)
+
+	fuOps := []op{func(ctx context.Context) error { return e.rawForUpdate(ctx, rawName) }, advisory}
+	if e.fuErr == nil {
+		fl, err := forupdate.New(e.db)
+		if err != nil {
+			return err
+		}
+		fuOps = append(fuOps, func(ctx context.Context) error {
+			k, err := fl.Acquire(ctx, fuName)
+			if err != nil {
+				return err
+			}
+			return k.Release(ctx)
+		})
+	}
+	res, err = interleave(ctx, cfg.n, 50, fuOps)
+	if err != nil {
+		return err
+	}
+	raw, fuAdv := res[0], res[1]
+	if e.fuErr == nil {
+		row("forupdate Acquire+Release", "forupdate", res[2], raw, fuAdv)
+	}
+	row("BEGIN; SELECT … FOR UPDATE; COMMIT (raw)", "BEGIN; SELECT … FOR UPDATE; COMMIT (raw)", raw, nil, fuAdv)
 	return nil
 }
 
