@@ -104,3 +104,32 @@ func RetryContention(ctx context.Context, op func() error) error {
 		time.Sleep(time.Duration(i+1) * time.Millisecond)
 	}
 }
+
+// ContentionPause separates rounds of RetryContention in
+// RetryContentionUntilDone.
+const ContentionPause = 10 * time.Millisecond
+
+// RetryContentionUntilDone runs op until it succeeds, fails with an error
+// that is not contention, or ctx ends: for operations that must not give up
+// on contention (a release, a renewal, a sweep, the fair queue's
+// bookkeeping). Contention (deadlocks, lock wait timeouts, serialization
+// failures, unique violations between contenders) is retried in rounds of
+// RetryContention, ContentionPause between rounds, so a budget that runs out
+// never turns into an error. When ctx ends first its error is returned,
+// with the contention only in the text: callers see a context error, never
+// the driver's contention error.
+func RetryContentionUntilDone(ctx context.Context, op func() error) error {
+	for {
+		err := RetryContention(ctx, op)
+		if err == nil || ClassifyError(err) != ClassContention {
+			return err
+		}
+		timer := time.NewTimer(ContentionPause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("%w (while retrying after contention: %v)", ctx.Err(), err)
+		case <-timer.C:
+		}
+	}
+}

@@ -111,7 +111,7 @@ func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*
 	}
 	t := &Ticket{q: q, name: name, owner: owner}
 	var id int64
-	err := retryContention(ctx, func() (err error) {
+	err := dblock.RetryContentionUntilDone(ctx, func() (err error) {
 		id, err = q.sql.insert(ctx, q.db, name, owner, q.ttl)
 		return err
 	})
@@ -173,7 +173,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	}
 	// Deadlocks and lock waits with concurrent tries (MySQL's locking reads
 	// of this table) must not leave a waiter behind: retry them.
-	err := retryContention(ctx, func() error {
+	err := dblock.RetryContentionUntilDone(ctx, func() error {
 		_, err := q.db.ExecContext(ctx, q.sql.delete, t.ID())
 		return err
 	})
@@ -225,7 +225,7 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 		// Contention is retried until the next beat is due.
 		beatCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
 		var alive map[int64]struct{}
-		err := retryContention(beatCtx, func() (err error) {
+		err := dblock.RetryContentionUntilDone(beatCtx, func() (err error) {
 			alive, err = q.sql.beat(beatCtx, q.db, ids, q.ttl)
 			return err
 		})
@@ -247,7 +247,7 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 			if !t.left {
 				insertCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
 				var id int64
-				err := retryContention(insertCtx, func() (err error) {
+				err := dblock.RetryContentionUntilDone(insertCtx, func() (err error) {
 					id, err = q.sql.insert(insertCtx, q.db, t.name, t.owner, q.ttl)
 					return err
 				})

@@ -132,7 +132,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 func (k *Lock) renewOnce(ctx context.Context) error {
 	sent := clock.Now()
 	var ok bool
-	err := retryContention(ctx, func() (err error) {
+	err := dblock.RetryContentionUntilDone(ctx, func() (err error) {
 		ok, err = k.l.store.renew(ctx, k.h, k.ttl)
 		return err
 	})
@@ -251,7 +251,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	loopStarted := !k.renewStart.Stop()
 
 	var ok bool
-	err := retryContention(ctx, func() (err error) {
+	err := dblock.RetryContentionUntilDone(ctx, func() (err error) {
 		ok, err = k.l.store.release(ctx, k.h)
 		return err
 	})

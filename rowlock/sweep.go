@@ -54,7 +54,7 @@ func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int, afte
 		return 0, "", fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "after", Reason: fmt.Sprintf("longer than %d bytes: not a position a Sweep returned", dblock.MaxNameLength)})
 	}
 	var b sweepBatch
-	err = retryContention(ctx, func() (err error) {
+	err = dblock.RetryContentionUntilDone(ctx, func() (err error) {
 		b, err = l.store.sweep(ctx, grace, limit, after)
 		return err
 	})
