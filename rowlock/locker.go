@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/queue"
 )
 
@@ -79,7 +80,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	case dblock.Postgres:
 		l.store = postgresStore{db: db, process: dblock.ProcessHost()}
 	case dblock.MySQL:
-		l.store = mysqlStore{db: db, hot: newPrepared(db)}
+		l.store = mysqlStore{db: db, hot: stmtcache.New(db)}
 	}
 	if l.store.notifies() && cfg.listen {
 		l.ln = &listener{

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
 type mysqlStore struct {
 	db *sql.DB
 	// hot runs the statements of every acquire and release prepared.
-	hot *prepared
+	hot *stmtcache.Cache
 }
 
 // waitersByName makes the waiter subqueries use the (name, id) index.

@@ -10,38 +10,6 @@ import (
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
-// TestPreparedClosesWhenUnused: Close does not close a statement a call is
-// using (that call would fail with "statement is closed"); the last call
-// to finish closes it, and calls after Close run unprepared.
-func TestPreparedClosesWhenUnused(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			ctx := t.Context()
-			p := newPrepared(tg.DB)
-			const query = `SELECT 1`
-			stmt, done := p.stmt(ctx, query)
-			if stmt == nil {
-				t.Fatal("no statement prepared")
-			}
-			p.Close()
-			if _, err := stmt.ExecContext(ctx); err != nil {
-				t.Fatalf("statement in use when Close came: %v", err)
-			}
-			done()
-			if _, err := stmt.ExecContext(ctx); err == nil {
-				t.Fatal("the statement is still open after its last use ended")
-			}
-			if after, _ := p.stmt(ctx, query); after != nil {
-				t.Fatal("a statement was prepared after Close")
-			}
-			var one int
-			if err := p.QueryRowContext(ctx, query).Scan(&one); err != nil || one != 1 {
-				t.Fatalf("unprepared query after Close = %d, %v", one, err)
-			}
-		})
-	}
-}
-
 // TestMySQLWaiterSubqueriesUseNameIndex: the fair-queue check in the take
 // and insert statements must look waiters up by (name, id). Left to
 // itself MariaDB plans "w.name = ? AND w.id < ?" as a range over the
