@@ -111,6 +111,7 @@ func (e *env) probeForUpdate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer l.Close()
 	name := e.newName("probe")
 	e.names.forUpdate(name)
 	k, err := l.TryAcquire(ctx, name)

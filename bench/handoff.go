@@ -152,6 +152,7 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 		if err != nil {
 			return err
 		}
+		closers = append(closers, func() { _ = fh.Close(); _ = fw.Close() })
 		name := e.newName("h-fu")
 		e.names.forUpdate(name)
 		variants = append(variants, handoffVariant{"forupdate", "same process", "forupdate", func(ctx context.Context) (time.Duration, error) {

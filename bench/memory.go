@@ -123,6 +123,7 @@ func memForUpdate(ctx context.Context, cfg config, e *env, db *sql.DB, t *table)
 	if err != nil {
 		return err
 	}
+	defer fl.Close()
 	fuNames := make([]string, cfg.fuMemN)
 	for i := range fuNames {
 		fuNames[i] = e.newName("m-fu", i)

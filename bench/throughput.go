@@ -88,6 +88,7 @@ func throughput(ctx context.Context, cfg config, e *env, t *table) error {
 		if err != nil {
 			return err
 		}
+		defer fl.Close()
 		variants = append(variants, tpVariant{"forupdate Acquire+Release", func(_ context.Context, g int) (func(context.Context, int) error, func(), error) {
 			return func(ctx context.Context, k int) error {
 				lock, err := fl.Acquire(ctx, fuNames[g][k])

@@ -119,6 +119,7 @@ func uncontended(ctx context.Context, cfg config, e *env, t *table, chart *panel
 		if err != nil {
 			return err
 		}
+		defer fl.Close()
 		fuOps = append(fuOps, func(ctx context.Context) error {
 			k, err := fl.Acquire(ctx, fuName)
 			if err != nil {

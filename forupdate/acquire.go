@@ -18,9 +18,17 @@ const cleanupTimeout = 10 * time.Second
 // than once means something keeps deleting it.
 const maxRowCreations = 3
 
+// maxDrawRetries bounds how often one acquisition starts over after
+// contention while drawing its token; then it counts as contention on the
+// lock (TryAcquire: not acquired; Acquire: waits and tries again).
+const maxDrawRetries = 8
+
 // take locks the row of key.name on a connection of its own and returns the
 // hold, which owns the connection and the transaction from then on.
 func (l *Locker) take(ctx context.Context, key holdKey, o dblock.Options, wait bool) (*hold, error) {
+	wctx, cancel := context.WithTimeout(ctx, l.cfg.connTimeout)
+	l.d.warm(wctx)
+	cancel()
 	conn, err := l.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -41,7 +49,7 @@ func (l *Locker) take(ctx context.Context, key holdKey, o dblock.Options, wait b
 // or (TryAcquire) someone else holds it. clean is false when the
 // connection's state is uncertain and it must not return to the pool.
 func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dblock.Options, wait bool) (h *hold, clean bool, err error) {
-	created := 0
+	created, draws := 0, 0
 	contended := false
 	for {
 		// The transaction outlives Acquire's context: it is the lock.
@@ -65,6 +73,10 @@ func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dbl
 		switch {
 		case interrupted || ctx.Err() != nil:
 			return nil, clean, errors.Join(dblock.ErrNotAcquired, ctx.Err())
+		case errors.Is(err, errDrawContention) && clean && draws < maxDrawRetries:
+			// The row lock was won: the lock is free, start over.
+			draws++
+			continue
 		case err != nil:
 			switch dblock.ClassifyError(err) {
 			case dblock.ClassLockUnavailable, dblock.ClassContention:

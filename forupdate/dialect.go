@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"time"
 )
 
@@ -37,7 +38,18 @@ type dialect interface {
 	// rolledBack tells whether a Commit error means the database rolled
 	// the transaction back.
 	rolledBack(commitErr error) bool
+	// warm gets what the dialect keeps ready (prepared statements) before
+	// an acquisition takes its connection, with ctx bounding the wait.
+	warm(ctx context.Context)
+	// close releases what the dialect keeps (prepared statements); it may
+	// still be used afterwards, by locks held across the Locker's Close.
+	close()
 }
+
+// errDrawContention marks contention while drawing a token once the row
+// lock was won: the lock was free, so the attempt is started over rather
+// than reported as not acquired.
+var errDrawContention = errors.New("forupdate: contention while drawing the token")
 
 // lockCall is one attempt to lock a row.
 type lockCall struct {

@@ -46,6 +46,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	defer locker.Close()
 	job := fmt.Sprintf("example/billing/%d", time.Now().UnixNano())
 	lock, err := locker.Acquire(ctx, job, dblock.TTL(10*time.Second))
 	if err != nil {

@@ -38,13 +38,14 @@ func targets(t testing.TB) []testdb.Target {
 	return testdb.Targets(t)
 }
 
-// newLocker returns a Locker on db.
+// newLocker returns a Locker on db, closed when the test ends.
 func newLocker(t testing.TB, db *sql.DB, opts ...forupdate.Option) *forupdate.Locker {
 	t.Helper()
 	l, err := forupdate.New(db, opts...)
 	if err != nil {
 		t.Fatalf("forupdate.New: %v", err)
 	}
+	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
 

@@ -74,6 +74,15 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	return l, nil
 }
 
+// Close releases the statements the Locker prepared (MySQL) once no call
+// uses them. Locks held stay held until released, and the Locker stays
+// usable, its statements then unprepared; call Close when done with it.
+// Close never closes the *sql.DB.
+func (l *Locker) Close() error {
+	l.d.close()
+	return nil
+}
+
 // Dialect is the SQL dialect the Locker speaks.
 func (l *Locker) Dialect() dblock.Dialect { return l.cfg.dialect }
 

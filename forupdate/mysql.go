@@ -6,21 +6,31 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
 // mysql: the server timeout is the session's wait_timeout, set before the
 // transaction begins and restored before the connection returns to the
 // pool (two short statements: MySQL has no transaction-local variables).
 // Tokens come from an AUTO_INCREMENT counter, which no rollback undoes (and
-// which MySQL 8.0 and MariaDB 10.2.4+ keep across restarts). One statement
-// locks and draws: REPLACE ... SELECT ... FOR UPDATE reads the lock row
-// with a locking read, waiting for it, and only then inserts the name's
-// counter row, allocating its value; LAST_INSERT_ID hands it back in the
-// OK packet (MySQL 8.0 has no RETURNING).
+// which MySQL 8.0 and MariaDB 10.2.4+ keep across restarts). Two
+// statements lock and draw, both prepared once per connection (stmts):
+// SELECT ... FOR UPDATE locks the name's row, waiting for it or not
+// (NOWAIT), and only then REPLACE ... VALUES gives the name's counter row
+// a new AUTO_INCREMENT value, which LAST_INSERT_ID hands back in the OK
+// packet (MySQL 8.0 has no RETURNING). One REPLACE ... SELECT ... FOR
+// UPDATE did both in one round trip, but InnoDB counts an INSERT ...
+// SELECT as a bulk insert, which (innodb_autoinc_lock_mode 1, MariaDB's
+// default) holds a table-wide AUTO-INC lock to the end of the statement:
+// under NOWAIT, an acquisition of one name failed with error 1467 while
+// another name's statement held that lock. REPLACE ... VALUES is a simple
+// insert, which takes the counter under a short mutex.
 //
 // A waiting statement is stopped with KILL QUERY sent through another
 // connection of the pool. When the pool has none to give, the only way
@@ -37,8 +47,9 @@ import (
 // be interrupted is let run out instead of cut, and the connection stays
 // clean.
 type mysql struct {
-	db                           *sql.DB
-	lockWait, lockTry, insertRow string
+	db                                      *sql.DB
+	stmts                                   *stmtcache.Cache
+	lockWait, lockTry, drawToken, insertRow string
 }
 
 // maxWaitTimeout is the largest wait_timeout MySQL accepts (one year).
@@ -68,19 +79,34 @@ const (
 )
 
 func newMySQL(db *sql.DB, table, counter string) *mysql {
-	lock := func(wait string) string {
-		// Only the holder of a name writes its counter row: no waits there.
-		return `REPLACE INTO ` + counter + ` (name) SELECT name FROM ` + table + ` WHERE name = ? FOR UPDATE` + wait
-	}
+	lock := `SELECT 1 FROM ` + table + ` WHERE name = ? FOR UPDATE`
 	return &mysql{
 		db:       db,
-		lockWait: lock(""),
-		lockTry:  lock(" NOWAIT"),
+		stmts:    stmtcache.New(db),
+		lockWait: lock,
+		lockTry:  lock + ` NOWAIT`,
+		// Only the holder of a name writes its counter row: no waits there.
+		drawToken: `REPLACE INTO ` + counter + ` (name) VALUES (?)`,
 		// IGNORE: no duplicate-key error. It waits for the row lock when the
 		// row exists and is held, which happens only when another process
 		// created and took the row since this one found it missing.
 		insertRow: `INSERT IGNORE INTO ` + table + ` (name) VALUES (?)`,
 	}
+}
+
+func (m *mysql) close() { m.stmts.Close() }
+
+// warm prepares the lock's statements before the acquisition takes its
+// connection, and only with a connection to spare: preparing takes one of
+// the pool, and inside the transaction (through Tx.StmtContext) a
+// statement prepared elsewhere is prepared again on the transaction's own
+// connection without taking another. Without one to spare, this
+// acquisition runs its statements unprepared.
+func (m *mysql) warm(ctx context.Context) {
+	if m.db.Stats().Idle == 0 {
+		return
+	}
+	m.stmts.Warm(ctx, m.lockTry, m.drawToken)
 }
 
 func (*mysql) openSession(ctx context.Context, conn *sql.Conn, ttl time.Duration) error {
@@ -106,24 +132,74 @@ func (*mysql) closeSession(ctx context.Context, conn *sql.Conn) error {
 func (*mysql) txOptions() *sql.TxOptions { return nil }
 
 func (m *mysql) lock(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error) {
-	var res sql.Result
 	switch {
 	case !c.wait:
-		res, err = c.tx.ExecContext(ctx, m.lockTry, c.name)
+		found, err = m.lockRow(ctx, c)
 	case !c.contended:
 		// NOWAIT until the row is found taken (see the type's doc). Not
 		// cut short by ctx, which would make the driver close the
 		// connection: it returns at once.
 		sctx, cancel := shortContext(ctx)
-		res, err = c.tx.ExecContext(sctx, m.lockTry, c.name)
+		found, err = m.lockRow(sctx, c)
 		cancel()
 	default:
 		return m.lockWaiting(ctx, c)
 	}
-	if err != nil {
+	if err != nil || !found {
 		return 0, false, false, err
 	}
-	return lockResult(res)
+	token, err = m.draw(ctx, c)
+	return token, err == nil, false, err
+}
+
+// lockRow locks the name's row without waiting (NOWAIT), prepared; found
+// is false when there is no row.
+func (m *mysql) lockRow(ctx context.Context, c lockCall) (found bool, err error) {
+	stmt, done := m.stmts.Ready(m.lockTry)
+	defer done()
+	var row *sql.Row
+	if stmt != nil {
+		row = c.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, c.name)
+	} else {
+		row = c.tx.QueryRowContext(ctx, m.lockTry, c.name)
+	}
+	var one int
+	err = row.Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// draw gives the name's counter row a new AUTO_INCREMENT value, once the
+// row lock is held, and returns it. Not cut short by ctx: it waits for
+// nothing (only the holder writes the name's counter row), and a canceled
+// statement would cost the connection. Contention here (a deadlock the
+// server chose this transaction for) is wrapped in errDrawContention: the
+// attempt is started over, even by TryAcquire, since the lock itself was
+// free.
+func (m *mysql) draw(ctx context.Context, c lockCall) (int64, error) {
+	sctx, cancel := shortContext(ctx)
+	defer cancel()
+	stmt, done := m.stmts.Ready(m.drawToken)
+	defer done()
+	var res sql.Result
+	var err error
+	if stmt != nil {
+		res, err = c.tx.StmtContext(sctx, stmt).ExecContext(sctx, c.name)
+	} else {
+		res, err = c.tx.ExecContext(sctx, m.drawToken, c.name)
+	}
+	if err == nil {
+		var token int64
+		if token, err = res.LastInsertId(); err == nil {
+			return token, nil
+		}
+	}
+	if dblock.ClassifyError(err) == dblock.ClassContention {
+		return 0, fmt.Errorf("%w: %w", errDrawContention, err)
+	}
+	return 0, err
 }
 
 // lockWaiting waits for the row lock, at most one bounded slice (see the
@@ -140,20 +216,24 @@ func (m *mysql) lockWaiting(ctx context.Context, c lockCall) (token int64, found
 	if err != nil {
 		return 0, false, false, err
 	}
-	var res sql.Result
 	query, marker := marked(m.lockWait)
 	// The statement ends by itself within its bound: grace lets it, when
 	// KILL QUERY cannot be sent, rather than cut the connection.
 	grace := time.Duration(seconds)*time.Second + interruptGrace
-	interrupted, err = runInterruptible(ctx, m.killer(marker), grace, func(ctx context.Context) (err error) {
-		res, err = c.tx.ExecContext(ctx, query, c.name)
+	interrupted, err = runInterruptible(ctx, m.killer(marker), grace, func(ctx context.Context) error {
+		var one int
+		err := c.tx.QueryRowContext(ctx, query, c.name).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			found = false
+			return nil
+		}
+		found = err == nil
 		return err
 	})
-	if err != nil || interrupted {
+	if err != nil || interrupted || !found {
 		return 0, false, interrupted, err
 	}
-	token, found, _, err = lockResult(res)
-	if err != nil || !found {
+	if token, err = m.draw(ctx, c); err != nil {
 		return 0, false, false, err
 	}
 	// The lock is held: give the user's statements in Tx the session's own
@@ -165,17 +245,6 @@ func (m *mysql) lockWaiting(ctx context.Context, c lockCall) (token int64, found
 		return 0, false, false, err
 	}
 	return token, true, false, nil
-}
-
-// lockResult reads the outcome of the locking statement.
-func lockResult(res sql.Result) (token int64, found, interrupted bool, err error) {
-	// 0 rows: no lock row to read; 1: the counter row was created; 2: it
-	// was replaced.
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return 0, false, false, err
-	}
-	token, err = res.LastInsertId()
-	return token, err == nil, false, err
 }
 
 // lockWaitSeconds is the innodb_lock_wait_timeout of one waiting

@@ -321,6 +321,7 @@ func (r *run) checkAcquirable() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer fl.Close()
 	for _, name := range r.names {
 		var l dblock.Locker = rl
 		opts := []dblock.Option{dblock.TTL(tortureTTL)}

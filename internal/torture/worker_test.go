@@ -103,6 +103,9 @@ func TestTortureWorker(t *testing.T) {
 	if err := rl.Close(); err != nil {
 		t.Errorf("rowlock Close: %v", err)
 	}
+	if err := fl.Close(); err != nil {
+		t.Errorf("forupdate Close: %v", err)
+	}
 	for _, c := range []interface{ Close() error }{lockDB, clockDB} {
 		if err := c.Close(); err != nil {
 			t.Errorf("closing a pool: %v", err)
