@@ -2,9 +2,7 @@ package migrations_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,37 +29,8 @@ import (
 // of that schema, for pools of other kinds (golang-migrate's own drivers).
 func isolated(t *testing.T, tg testdb.Target) (*sql.DB, string) {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "sqllock_migrations_" + hex.EncodeToString(b[:])
-	create, drop := `CREATE SCHEMA `+name, `DROP SCHEMA IF EXISTS `+name+` CASCADE`
-	if tg.Dialect == dblock.MySQL {
-		create, drop = `CREATE DATABASE `+name, `DROP DATABASE IF EXISTS `+name
-	}
-	if _, err := tg.DB.ExecContext(t.Context(), create); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := tg.DB.ExecContext(context.Background(), drop); err != nil {
-			t.Errorf("%s: %v", drop, err)
-		}
-	})
-	var dsn string
-	if tg.Dialect == dblock.Postgres {
-		sep := "?"
-		if strings.Contains(tg.DSN, "?") {
-			sep = "&"
-		}
-		dsn = tg.DSN + sep + "search_path=" + name
-	} else {
-		cfg, err := mysql.ParseDSN(tg.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.DBName = name
-		dsn = cfg.FormatDSN()
-	}
-	return testdb.Open(t, tg, dsn), dsn
+	own, _ := testdb.Isolated(t, tg, "sqllock_migrations", nil)
+	return own.DB, own.DSN
 }
 
 func tableCount(t *testing.T, db *sql.DB, d dblock.Dialect) int {

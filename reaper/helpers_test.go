@@ -2,16 +2,12 @@ package reaper_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -35,51 +31,15 @@ func TestMain(m *testing.M) {
 // other packages' tests look at, and their rows would disturb its counts.
 func isolated(t *testing.T, tg testdb.Target, bare bool) testdb.Target {
 	t.Helper()
-	ctx := t.Context()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := "sqllock_reaper_" + hex.EncodeToString(b[:])
-	create, drop := `CREATE SCHEMA `+name, `DROP SCHEMA IF EXISTS `+name+` CASCADE`
-	if tg.Dialect == dblock.MySQL {
-		create, drop = `CREATE DATABASE `+name, `DROP DATABASE IF EXISTS `+name
-	}
-	sharedDB := tg.DB
-	if _, err := sharedDB.ExecContext(ctx, create); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := sharedDB.ExecContext(context.Background(), drop); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	tg.DSN = dsnWithSchema(t, tg, name)
-	tg.DB = testdb.Open(t, tg, tg.DSN)
-	tg.DB.SetMaxOpenConns(30)
-	tg.DB.SetMaxIdleConns(30)
+	own, _ := testdb.Isolated(t, tg, "sqllock_reaper", nil)
+	own.DB.SetMaxOpenConns(30)
+	own.DB.SetMaxIdleConns(30)
 	if !bare {
-		if err := migrations.Up(ctx, tg.DB, tg.Dialect); err != nil {
+		if err := migrations.Up(t.Context(), own.DB, own.Dialect); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return tg
-}
-
-func dsnWithSchema(t *testing.T, tg testdb.Target, name string) string {
-	if tg.Dialect == dblock.MySQL {
-		cfg, err := mysql.ParseDSN(tg.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.DBName = name
-		return cfg.FormatDSN()
-	}
-	if u, err := url.Parse(tg.DSN); err == nil && strings.HasPrefix(u.Scheme, "postgres") {
-		q := u.Query()
-		q.Set("search_path", name)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return tg.DSN + " search_path=" + name
+	return own
 }
 
 // q rewrites ? placeholders as $1, $2, ... for PostgreSQL.

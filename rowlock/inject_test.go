@@ -2,14 +2,8 @@ package rowlock_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
-	"strings"
 	"testing"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
@@ -29,54 +23,12 @@ type faultTarget struct {
 // variables such as innodb_lock_wait_timeout).
 func isolated(t *testing.T, tg testdb.Target, params map[string]string) faultTarget {
 	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	schema := "sqllock_rowlock_" + hex.EncodeToString(b[:])
-	create, drop := `CREATE SCHEMA `+schema, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`
-	if tg.Dialect == dblock.MySQL {
-		create, drop = `CREATE DATABASE `+schema, `DROP DATABASE IF EXISTS `+schema
-	}
-	shared := tg.DB
-	if _, err := shared.ExecContext(t.Context(), create); err != nil {
+	own, schema := testdb.Isolated(t, tg, "sqllock_rowlock", params)
+	own.DB.SetMaxOpenConns(20)
+	if err := migrations.Up(t.Context(), own.DB, own.Dialect); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if _, err := shared.ExecContext(context.Background(), drop); err != nil {
-			t.Errorf("drop %s: %v", schema, err)
-		}
-	})
-	if tg.Dialect == dblock.MySQL {
-		cfg, err := mysql.ParseDSN(tg.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.DBName = schema
-		if cfg.Params == nil {
-			cfg.Params = map[string]string{}
-		}
-		for k, v := range params {
-			cfg.Params[k] = v
-		}
-		tg.DSN = cfg.FormatDSN()
-	} else {
-		u, err := url.Parse(tg.DSN)
-		if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
-			t.Fatalf("postgres DSN %q is not a URL", tg.DSN)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		for k, v := range params {
-			q.Set(k, v)
-		}
-		u.RawQuery = q.Encode()
-		tg.DSN = u.String()
-	}
-	tg.DB = testdb.Open(t, tg, tg.DSN)
-	tg.DB.SetMaxOpenConns(20)
-	if err := migrations.Up(t.Context(), tg.DB, tg.Dialect); err != nil {
-		t.Fatal(err)
-	}
-	return faultTarget{Target: tg, schema: schema}
+	return faultTarget{Target: own, schema: schema}
 }
 
 // withFaults is isolated plus the fault triggers, disarmed.

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -627,50 +625,21 @@ func (p *process) wait(within time.Duration) int {
 // (MySQL) of its own, not migrated, and the sqllock URL for it.
 func isolated(t *testing.T, tg testdb.Target) (testdb.Target, string) {
 	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := "sqllock_cli_" + hex.EncodeToString(b[:])
-	create, drop := `CREATE SCHEMA `+name, `DROP SCHEMA IF EXISTS `+name+` CASCADE`
-	if tg.Dialect == dblock.MySQL {
-		create, drop = `CREATE DATABASE `+name, `DROP DATABASE IF EXISTS `+name
+	own, name := testdb.Isolated(t, tg, "sqllock_cli", nil)
+	if own.Dialect != dblock.MySQL {
+		return own, own.DSN
 	}
-	shared := tg.DB
-	if _, err := shared.ExecContext(t.Context(), create); err != nil {
+	cfg, err := mysql.ParseDSN(own.DSN)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if _, err := shared.ExecContext(context.Background(), drop); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	var cliURL string
-	if tg.Dialect == dblock.MySQL {
-		cfg, err := mysql.ParseDSN(tg.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.DBName = name
-		tg.DSN = cfg.FormatDSN()
-		u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + name}
-		if cfg.Passwd != "" {
-			u.User = url.UserPassword(cfg.User, cfg.Passwd)
-		} else {
-			u.User = url.User(cfg.User)
-		}
-		cliURL = u.String()
+	u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + name}
+	if cfg.Passwd != "" {
+		u.User = url.UserPassword(cfg.User, cfg.Passwd)
 	} else {
-		u, err := url.Parse(tg.DSN)
-		if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
-			t.Fatalf("the CLI tests need a postgres:// URL in SQLLOCK_POSTGRES_DSN, got %q", tg.DSN)
-		}
-		q := u.Query()
-		q.Set("search_path", name)
-		u.RawQuery = q.Encode()
-		tg.DSN = u.String()
-		cliURL = tg.DSN
+		u.User = url.User(cfg.User)
 	}
-	tg.DB = testdb.Open(t, tg, tg.DSN)
-	return tg, cliURL
+	return own, u.String()
 }
 
 func exec1(t *testing.T, tg testdb.Target, query string, args ...any) {
