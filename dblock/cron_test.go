@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -494,8 +493,11 @@ func TestCronGuardBadConfig(t *testing.T) {
 // the job's context is canceled if the lock is lost.
 func ExampleCronGuard() {
 	ctx := context.Background()
-	db := openExampleDB(ctx)
+	db := testdb.ExampleDB()
 	defer db.Close()
+	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+		panic(err)
+	}
 	locker, err := rowlock.New(db)
 	if err != nil {
 		panic(err)
@@ -522,21 +524,4 @@ func ExampleCronGuard() {
 	<-c.Stop().Done()
 	// Output:
 	// report for this tick, on one replica: true
-}
-
-// openExampleDB opens and migrates the local PostgreSQL (or
-// SQLLOCK_POSTGRES_DSN).
-func openExampleDB(ctx context.Context) *sql.DB {
-	dsn := os.Getenv("SQLLOCK_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://root@127.0.0.1:5432/test"
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		panic(err)
-	}
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
-		panic(err)
-	}
-	return db
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -395,8 +396,11 @@ func TestLeaderErrors(t *testing.T) {
 // when it loses the leadership.
 func ExampleLeader() {
 	ctx, stop := context.WithCancel(context.Background())
-	db := openExampleDB(ctx)
+	db := testdb.ExampleDB()
 	defer db.Close()
+	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+		panic(err)
+	}
 	locker, err := rowlock.New(db)
 	if err != nil {
 		panic(err)

@@ -2,37 +2,21 @@ package forupdate_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"os"
 	"time"
-
-	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/forupdate"
+	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 )
-
-// exampleDB opens the database the examples run against.
-func exampleDB() *sql.DB {
-	dsn := os.Getenv("SQLLOCK_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://root@127.0.0.1:5432/test"
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		panic(err)
-	}
-	return db
-}
 
 // A job that must run on one replica at a time records its work in the
 // lock's own transaction: the work commits exactly when the lock is
 // released, or not at all.
 func Example() {
 	ctx := context.Background()
-	db := exampleDB()
+	db := testdb.ExampleDB()
 	defer db.Close()
 	// Once, at deploy time or start-up; safe to run on every replica.
 	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {

@@ -2,43 +2,27 @@ package gocronlock_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
-	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/gocronlock"
+	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
-
-// openExampleDB opens and migrates the local PostgreSQL (or
-// SQLLOCK_POSTGRES_DSN).
-func openExampleDB(ctx context.Context) *sql.DB {
-	dsn := os.Getenv("SQLLOCK_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://root@127.0.0.1:5432/test"
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		panic(err)
-	}
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
-		panic(err)
-	}
-	return db
-}
 
 // Every replica runs the same scheduler with a Locker over the shared
 // database; each run of the job happens on one replica only.
 func ExampleLocker() {
 	ctx := context.Background()
-	db := openExampleDB(ctx)
+	db := testdb.ExampleDB()
 	defer db.Close()
+	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+		panic(err)
+	}
 	locker, err := rowlock.New(db)
 	if err != nil {
 		panic(err)
@@ -78,8 +62,11 @@ func ExampleLocker() {
 // over when it stops or dies.
 func ExampleElector() {
 	ctx := context.Background()
-	db := openExampleDB(ctx)
+	db := testdb.ExampleDB()
 	defer db.Close()
+	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+		panic(err)
+	}
 	locker, err := rowlock.New(db)
 	if err != nil {
 		panic(err)

@@ -2,37 +2,21 @@ package reaper_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"os"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
-
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/reaper"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
-// exampleDB opens the database the examples run against.
-func exampleDB() *sql.DB {
-	dsn := os.Getenv("SQLLOCK_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://root@127.0.0.1:5432/test"
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		panic(err)
-	}
-	return db
-}
-
 // Every replica starts a reaper next to its Locker; one of them sweeps at
 // each scheduled time, the others skip.
 func Example() {
 	ctx := context.Background()
-	db := exampleDB()
+	db := testdb.ExampleDB()
 	defer db.Close()
 	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
 		panic(err)
@@ -62,7 +46,7 @@ func Example() {
 // (`sqllock reap` runs it from a shell).
 func ExampleReaper_RunOnce() {
 	ctx := context.Background()
-	db := exampleDB()
+	db := testdb.ExampleDB()
 	defer db.Close()
 	locker, err := rowlock.New(db)
 	if err != nil {

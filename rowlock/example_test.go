@@ -2,33 +2,19 @@ package rowlock_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
-// exampleDB opens the database the examples run against.
-func exampleDB() *sql.DB {
-	dsn := os.Getenv("SQLLOCK_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://root@127.0.0.1:5432/test"
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		panic(err)
-	}
-	return db
-}
-
 func Example() {
 	ctx := context.Background()
-	db := exampleDB()
+	db := testdb.ExampleDB()
 	defer db.Close()
 	// Once, at deploy time or start-up; safe to run on every replica.
 	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
@@ -74,7 +60,7 @@ func Example() {
 // the lock over, and no one can until the transaction ends.
 func ExampleLock_CheckHeld() {
 	ctx := context.Background()
-	db := exampleDB()
+	db := testdb.ExampleDB()
 	defer db.Close()
 	locker, err := rowlock.New(db)
 	if err != nil {
@@ -108,7 +94,7 @@ func ExampleLock_CheckHeld() {
 
 func ExampleLocker_Acquire_timeout() {
 	ctx := context.Background()
-	db := exampleDB()
+	db := testdb.ExampleDB()
 	defer db.Close()
 	locker, err := rowlock.New(db)
 	if err != nil {
