@@ -135,24 +135,8 @@ func TestCronGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 			for _, p := range problems {
 				t.Error(p)
 			}
-			contended := 0
-			for tick, n := range fired {
-				if ran[tick] != 1 {
-					t.Errorf("tick %v fired by %d replicas ran %d times, want exactly once", tick.Format(time.TimeOnly), n, ran[tick])
-				}
-				if n == len(offsets) {
-					contended++
-				}
-			}
-			for tick, n := range ran {
-				if fired[tick] == 0 {
-					t.Errorf("tick %v ran %d times but no replica fired it", tick.Format(time.TimeOnly), n)
-				}
-			}
 			// The edges may see fewer replicas; the middle must see all three.
-			if want := int(duration/time.Second) - 3; contended < want {
-				t.Errorf("only %d ticks were fired by all %d replicas, want at least %d (of %d ticks)", contended, len(offsets), want, len(fired))
-			}
+			testdb.CheckEachTickOnce(t, fired, ran, len(offsets), int(duration/time.Second)-3)
 		})
 	}
 }

@@ -166,23 +166,7 @@ func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			contended := 0
-			for tick, n := range fired {
-				if ran[tick] != 1 {
-					t.Errorf("tick %v fired by %d replicas ran %d times, want exactly once", tick.Format(time.TimeOnly), n, ran[tick])
-				}
-				if n == len(skews) {
-					contended++
-				}
-			}
-			for tick, n := range ran {
-				if fired[tick] == 0 {
-					t.Errorf("tick %v ran %d times but no replica fired it", tick.Format(time.TimeOnly), n)
-				}
-			}
-			if want := int(duration/time.Second) - 2; contended < want {
-				t.Errorf("only %d ticks were fired by all %d replicas, want at least %d (of %d ticks)", contended, len(skews), want, len(fired))
-			}
+			testdb.CheckEachTickOnce(t, fired, ran, len(skews), int(duration/time.Second)-2)
 		})
 	}
 }
