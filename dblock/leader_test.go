@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
@@ -20,17 +18,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if testdb.IsChild() {
-		os.Exit(m.Run())
-	}
 	// The cron guard and Leader start no goroutines that outlive a run;
 	// the locks they take stop theirs on Release.
-	goleak.VerifyTestMain(m,
-		// database/sql's connection opener lives as long as a *sql.DB, and
-		// the harness keeps its pools for the whole test binary.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
-	)
+	testdb.Main(m)
 }
 
 // runLeader runs ld.Run in a goroutine until the test ends (or stop is

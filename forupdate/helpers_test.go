@@ -6,12 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/forupdate"
@@ -19,16 +16,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if testdb.IsChild() {
-		os.Exit(m.Run())
-	}
 	// Every goroutine forupdate starts must be stopped by Release.
-	goleak.VerifyTestMain(m,
-		// database/sql's connection opener lives as long as a *sql.DB, and
-		// the harness keeps its pools for the whole test binary.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
-	)
+	testdb.Main(m)
 }
 
 // targets returns the databases under test, migrated (package migrations

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 	"github.com/jonboulle/clockwork"
-	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/forupdate"
@@ -23,15 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if testdb.IsChild() {
-		os.Exit(m.Run())
-	}
-	goleak.VerifyTestMain(m,
-		// database/sql's connection opener lives as long as a *sql.DB, and
-		// the harness keeps its pools for the whole test binary.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
-	)
+	testdb.Main(m)
 }
 
 func newRowLocker(t testing.TB, db *sql.DB) *rowlock.Locker {

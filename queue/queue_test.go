@@ -5,23 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/queue"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
-		// pgx starts a background reader on a connection whose write takes
-		// over 15 ms (a loaded machine); it parks in Read until the server
-		// next speaks, so an idle pooled connection of a shared pool can
-		// keep it past the end of the tests.
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn/internal/bgreader.(*BGReader).bgRead"),
-	)
+	testdb.Main(m, testdb.IgnorePgxBackgroundReader)
 }
 
 func TestQueue(t *testing.T) {

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
@@ -19,10 +17,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// Every goroutine the reaper starts must be stopped by Stop.
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
-	)
+	testdb.Main(m)
 }
 
 // isolated returns tg on a schema (PostgreSQL) or database (MySQL) of its

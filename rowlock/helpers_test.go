@@ -3,11 +3,8 @@ package rowlock_test
 import (
 	"context"
 	"database/sql"
-	"os"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
@@ -15,21 +12,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if testdb.IsChild() {
-		os.Exit(m.Run())
-	}
 	// Every goroutine rowlock starts must be stopped by Release or Close.
-	goleak.VerifyTestMain(m,
-		// database/sql's connection opener lives as long as a *sql.DB, and
-		// the harness keeps its pools for the whole test binary.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
-		// pgx starts a background reader on a connection whose write takes
-		// over 15 ms (a loaded machine); it parks in Read until the server
-		// next speaks, so an idle pooled connection of a shared pool can
-		// keep it past the end of the tests.
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn/internal/bgreader.(*BGReader).bgRead"),
-	)
+	testdb.Main(m, testdb.IgnorePgxBackgroundReader)
 }
 
 // newLocker returns a Locker on db that is closed when the test ends.

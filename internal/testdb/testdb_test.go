@@ -19,15 +19,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if testdb.IsChild() {
-		os.Exit(m.Run())
-	}
 	// The Proxy promises to stop every goroutine it starts; so does Child.
-	goleak.VerifyTestMain(m,
-		// The shared pools live as long as the test binary, by design.
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
-	)
+	testdb.Main(m)
 }
 
 func TestTargets(t *testing.T) {

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/forupdate"
 	"github.com/sqllock/sqllock/internal/testdb"
@@ -22,13 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if testdb.IsChild() {
-		os.Exit(m.Run())
-	}
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
-	)
+	testdb.Main(m)
 }
 
 const (
