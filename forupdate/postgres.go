@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // postgres: the server timeout is idle_in_transaction_session_timeout, set
@@ -84,30 +86,18 @@ func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, in
 }
 
 // queryInTx runs a query that returns one bigint inside c's transaction.
-// With pgx's database/sql driver it goes through pgx on the transaction's
-// own connection (the same server transaction): database/sql starts a
-// goroutine for the rows of every query whose context can be canceled, and
-// that goroutine was a measurable share of an uncontended acquire. Other
-// drivers go through the Tx.
+// With a context that can be canceled it runs through pgx on the
+// transaction's own connection (the same server transaction) when the
+// driver is pgx's (see package pgxrow): database/sql would start a
+// goroutine for its row on every acquisition.
 func queryInTx(ctx context.Context, c lockCall, dst *int64, query string, args ...any) error {
-	if ctx.Done() == nil {
-		return c.tx.QueryRowContext(ctx, query, args...).Scan(dst)
-	}
-	err := c.conn.Raw(func(dc any) error {
-		pc, ok := dc.(interface{ Conn() *pgx.Conn })
-		if !ok {
-			return errNotPgx
+	if ctx.Done() != nil {
+		if ok, err := pgxrow.Scan(ctx, c.conn, query, args, dst); ok {
+			return err
 		}
-		return pc.Conn().QueryRow(ctx, query, args...).Scan(dst)
-	})
-	if errors.Is(err, errNotPgx) {
-		return c.tx.QueryRowContext(ctx, query, args...).Scan(dst)
 	}
-	return err
+	return c.tx.QueryRowContext(ctx, query, args...).Scan(dst)
 }
-
-// errNotPgx says the connection's driver is not pgx's.
-var errNotPgx = errors.New("forupdate: not a pgx connection")
 
 func (p *postgres) create(ctx context.Context, conn *sql.Conn, name string) error {
 	_, err := conn.ExecContext(ctx, p.insertRow, name)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // releaseChannel is the PostgreSQL NOTIFY channel on which releases are
@@ -196,12 +196,9 @@ func (s postgresStore) release(ctx context.Context, h holder) (bool, error) {
 }
 
 // queryInt64 runs a statement that returns at most one bigint into dst;
-// sql.ErrNoRows when it returns none. With pgx's database/sql driver it
-// runs through pgx itself: database/sql starts a goroutine (Rows.awaitDone)
-// for the rows of every query whose context can be canceled, as callers'
-// contexts usually can, and on the uncontended path that goroutine cost
-// more than the library's own work (pgx watches the context with
-// context.AfterFunc instead). Any other driver goes through database/sql.
+// sql.ErrNoRows when it returns none. With a context that can be canceled
+// it runs through pgx itself when the driver is pgx's (see package
+// pgxrow): database/sql would start a goroutine for its row.
 func (s postgresStore) queryInt64(ctx context.Context, dst *int64, query string, args ...any) error {
 	if ctx.Done() == nil {
 		// Nothing to watch: database/sql starts no goroutine either.
@@ -212,17 +209,10 @@ func (s postgresStore) queryInt64(ctx context.Context, dst *int64, query string,
 		return err
 	}
 	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
-		pc, ok := dc.(interface{ Conn() *pgx.Conn })
-		if !ok {
-			return errNoPgx
-		}
-		return pc.Conn().QueryRow(ctx, query, args...).Scan(dst)
-	})
-	if errors.Is(err, errNoPgx) {
-		return conn.QueryRowContext(ctx, query, args...).Scan(dst)
+	if ok, err := pgxrow.Scan(ctx, conn, query, args, dst); ok {
+		return err
 	}
-	return err
+	return conn.QueryRowContext(ctx, query, args...).Scan(dst)
 }
 
 func (s postgresStore) renew(ctx context.Context, h holder, ttl time.Duration) (bool, error) {
