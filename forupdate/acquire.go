@@ -26,9 +26,7 @@ const maxDrawRetries = 8
 // take locks the row of key.name on a connection of its own and returns the
 // hold, which owns the connection and the transaction from then on.
 func (l *Locker) take(ctx context.Context, key holdKey, o dblock.Options, wait bool) (*hold, error) {
-	wctx, cancel := context.WithTimeout(ctx, l.cfg.connTimeout)
-	l.d.warm(wctx)
-	cancel()
+	l.d.warm(ctx, l.cfg.connTimeout)
 	conn, err := l.conn(ctx)
 	if err != nil {
 		return nil, err

@@ -39,8 +39,8 @@ type dialect interface {
 	// the transaction back.
 	rolledBack(commitErr error) bool
 	// warm gets what the dialect keeps ready (prepared statements) before
-	// an acquisition takes its connection, with ctx bounding the wait.
-	warm(ctx context.Context)
+	// an acquisition takes its connection, waiting at most bound.
+	warm(ctx context.Context, bound time.Duration)
 	// close releases what the dialect keeps (prepared statements); it may
 	// still be used afterwards, by locks held across the Locker's Close.
 	close()

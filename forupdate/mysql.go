@@ -102,10 +102,14 @@ func (m *mysql) close() { m.stmts.Close() }
 // statement prepared elsewhere is prepared again on the transaction's own
 // connection without taking another. Without one to spare, this
 // acquisition runs its statements unprepared.
-func (m *mysql) warm(ctx context.Context) {
-	if m.db.Stats().Idle == 0 {
+func (m *mysql) warm(ctx context.Context, bound time.Duration) {
+	// Prepared first: it is the usual answer, and costs only the cache's
+	// mutex, where Stats takes the pool's.
+	if m.stmts.Prepared(m.lockTry, m.drawToken) || m.db.Stats().Idle == 0 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
 	m.stmts.Warm(ctx, m.lockTry, m.drawToken)
 }
 

@@ -49,8 +49,8 @@ SELECT nextval('` + counter + `') FROM locked, cfg`
 	}
 }
 
-func (*postgres) close()               {}
-func (*postgres) warm(context.Context) {}
+func (*postgres) close()                              {}
+func (*postgres) warm(context.Context, time.Duration) {}
 
 func (*postgres) openSession(context.Context, *sql.Conn, time.Duration) error { return nil }
 func (*postgres) closeSession(context.Context, *sql.Conn) error               { return nil }

@@ -91,6 +91,19 @@ func (p *Cache) Ready(query string) (*sql.Stmt, func()) {
 	return stmt, p.done
 }
 
+// Prepared reports whether every one of queries has been prepared (and
+// the cache is open), without I/O.
+func (p *Cache) Prepared(queries ...string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, query := range queries {
+		if p.closed || p.stmts[query] == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Warm prepares those of queries not prepared yet, on a connection of the
 // pool, giving up when ctx ends; failures are left to the statements'
 // unprepared runs to report.

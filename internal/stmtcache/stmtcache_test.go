@@ -16,11 +16,20 @@ func TestClosesWhenUnused(t *testing.T) {
 			ctx := t.Context()
 			p := stmtcache.New(tg.DB)
 			const query = `SELECT 1`
+			if p.Prepared(query) {
+				t.Fatal("Prepared before anything was prepared")
+			}
 			stmt, done := p.Stmt(ctx, query)
 			if stmt == nil {
 				t.Fatal("no statement prepared")
 			}
+			if !p.Prepared(query) || p.Prepared(query, `SELECT 2`) {
+				t.Fatal("Prepared does not tell prepared from unprepared queries")
+			}
 			p.Close()
+			if p.Prepared(query) {
+				t.Fatal("Prepared after Close")
+			}
 			if _, err := stmt.ExecContext(ctx); err != nil {
 				t.Fatalf("statement in use when Close came: %v", err)
 			}
