@@ -59,6 +59,8 @@ func ClassifyError(err error) ErrorClass {
 			return ClassLockUnavailable
 		case 1146:
 			return ClassMissingTable
+		case 4089: // ER_NOT_SEQUENCE (MariaDB): the schema predates the sequence
+			return ClassMissingTable
 		}
 		// MariaDB reports NOWAIT as a lock wait timeout (1205) which is
 		// contention above: either way the lock was not obtained.

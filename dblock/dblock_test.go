@@ -109,6 +109,7 @@ func TestClassifyError(t *testing.T) {
 		{&mysql.MySQLError{Number: 1205}, dblock.ClassContention},
 		{&mysql.MySQLError{Number: 3572}, dblock.ClassLockUnavailable},
 		{&mysql.MySQLError{Number: 1146}, dblock.ClassMissingTable},
+		{&mysql.MySQLError{Number: 4089}, dblock.ClassMissingTable},
 		{&mysql.MySQLError{Number: 1064}, dblock.ClassOther},
 		{errors.New("sql: database is closed"), dblock.ClassClosed},
 		{nil, dblock.ClassOther},

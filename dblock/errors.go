@@ -41,9 +41,10 @@ var (
 	// the driver and was not given with an option.
 	ErrUnknownDialect = errors.New("dblock: unknown SQL dialect")
 
-	// ErrSchemaMissing is returned when the lock tables do not exist: run
-	// migrations.Up (or `sqllock migrate up`) first.
-	ErrSchemaMissing = errors.New("dblock: lock tables missing: run migrations.Up (or `sqllock migrate up`) first")
+	// ErrSchemaMissing is returned when the lock tables do not exist, or
+	// are older than this version of sqllock expects: run migrations.Up (or
+	// `sqllock migrate up`) first.
+	ErrSchemaMissing = errors.New("dblock: lock tables missing or outdated: run migrations.Up (or `sqllock migrate up`) first")
 
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("dblock: locker closed")
