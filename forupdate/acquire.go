@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -37,7 +38,7 @@ func (l *Locker) take(ctx context.Context, key holdKey, o dblock.Options, wait b
 	}
 	h, clean, err := l.lockRow(ctx, conn, key, o, wait)
 	if err != nil {
-		l.endSession(ctx, conn, clean)
+		l.endSession(ctx, conn, clean, false)
 		return nil, err
 	}
 	return h, nil
@@ -130,12 +131,36 @@ func (l *Locker) conn(ctx context.Context) (*sql.Conn, error) {
 }
 
 // endSession returns conn to the pool in the state it was taken in, or has
-// it closed when that state is uncertain.
-func (l *Locker) endSession(ctx context.Context, conn *sql.Conn, clean bool) {
-	if !clean {
+// it closed when that state is uncertain. With background set (after a
+// release), a session to restore (MySQL) is restored after endSession
+// returns: the lock is free already, so the caller need not wait for the
+// connection's housekeeping, and the connection stays out of the pool
+// until it is done. Close waits for the restores under way. A failed
+// acquisition restores before it returns: a refused call leaves the pool
+// as it found it.
+func (l *Locker) endSession(ctx context.Context, conn *sql.Conn, clean, background bool) {
+	switch {
+	case !clean:
 		discard(conn)
 		return
+	case !l.d.restoresSession():
+		_ = conn.Close()
+		return
+	case !background:
+		l.restoreSession(ctx, conn)
+		return
 	}
+	ctx = context.WithoutCancel(ctx)
+	l.restoring.start()
+	go func() {
+		defer l.restoring.end()
+		l.restoreSession(ctx, conn)
+	}()
+}
+
+// restoreSession undoes openSession and returns conn to the pool, or closes
+// it if that fails.
+func (l *Locker) restoreSession(ctx context.Context, conn *sql.Conn) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if err := l.d.closeSession(cctx, conn); err != nil {
@@ -144,6 +169,43 @@ func (l *Locker) endSession(ctx context.Context, conn *sql.Conn, clean bool) {
 		return
 	}
 	_ = conn.Close()
+}
+
+// tasks counts work under way in the background, so that it can be waited
+// for. Unlike a sync.WaitGroup, it may be waited for while tasks start.
+type tasks struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil while it is zero
+}
+
+func (t *tasks) start() {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *tasks) end() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 {
+		close(t.idle)
+		t.idle = nil
+	}
+	t.mu.Unlock()
+}
+
+// wait returns once no task is under way.
+func (t *tasks) wait() {
+	t.mu.Lock()
+	idle := t.idle
+	t.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
 }
 
 func (l *Locker) acquireError(ctx context.Context, name string, err error) error {

@@ -17,6 +17,8 @@ type dialect interface {
 	// to the pool.
 	openSession(ctx context.Context, conn *sql.Conn, ttl time.Duration) error
 	closeSession(ctx context.Context, conn *sql.Conn) error
+	// restoresSession tells whether closeSession has anything to undo.
+	restoresSession() bool
 	// txOptions are the options of the lock's transaction.
 	txOptions() *sql.TxOptions
 	// lock locks the row of c.name in c.tx, waiting in the database when

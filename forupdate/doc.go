@@ -14,23 +14,26 @@
 // outside the lock's transaction.
 //
 // Once the row lock is held, the fencing token is drawn from a counter no
-// rollback undoes, in the locking statement itself: a sequence on
-// PostgreSQL (nextval), an AUTO_INCREMENT on MySQL (REPLACE ... SELECT ...
-// FOR UPDATE into a counter table with one row per name). A token kept in
-// the lock row and incremented in the lock's transaction would be rolled
-// back with it, and handed out again after a holder that died or was cut
-// off, while it may still act on it. Drawn after the lock is won, a token
-// is larger than every earlier holder's. Tokens grow per name, with gaps:
-// the counter is shared by all names. On PostgreSQL, a token drawn by a
-// transaction that never committed can be handed out again after a crash
-// of the database server, if no other commit flushed the log in between.
+// rollback undoes: a sequence on PostgreSQL (nextval) and on MariaDB
+// (NEXTVAL), drawn by the locking statement itself for the row it locked;
+// on MySQL 8.0, which has no sequences, an AUTO_INCREMENT drawn right after
+// the lock by a REPLACE into a counter table with one row per name. A
+// token kept in the lock row and incremented in the lock's transaction
+// would be rolled back with it, and handed out again after a holder that
+// died or was cut off, while it may still act on it. Drawn after the lock
+// is won, a token is larger than every earlier holder's. Tokens grow per
+// name, with gaps: the counter is shared by all names. On PostgreSQL, a
+// token drawn by a transaction that never committed can be handed out
+// again after a crash of the database server, if no other commit flushed
+// the log in between. MariaDB's sequence writes its row once per 1000
+// values, before handing them out; a restart skips what was left.
 //
-// The token makes every lock transaction a writing one, whose commit
-// flushes the log: on MySQL, where the bare SELECT ... FOR UPDATE
-// transaction writes nothing, that and the session timeout (below) make
-// an uncontended Acquire and Release cost two to three times the bare
-// recipe. With binlog_format=STATEMENT, MySQL logs the REPLACE ... SELECT
-// as unsafe for statement-based replication; use ROW or MIXED.
+// A sequence leaves the lock transaction as light as the bare recipe's:
+// on MariaDB an uncontended Acquire and Release costs about what BEGIN;
+// SELECT ... FOR UPDATE; COMMIT does as database/sql sends it (see the
+// README's figures). On MySQL 8.0 the REPLACE makes every lock
+// transaction a writing one, whose commit flushes the log where the bare
+// recipe's writes nothing: expect about twice the bare recipe there.
 //
 // Ending Acquire's context stops the wait on the server, not only in the
 // client (a PostgreSQL cancel request, sent on a connection of its own; on
@@ -65,7 +68,9 @@
 // dblock.DefaultTTL): the lock's session gets PostgreSQL's
 // idle_in_transaction_session_timeout (set LOCAL by the locking statement)
 // or MySQL's wait_timeout (whole seconds, rounded up; set before the
-// transaction, restored before the connection returns to the pool). A
+// transaction, one statement, and restored after it, before the connection
+// returns to the pool: Release does not wait for that, and Locker.Close
+// does). A
 // live holder keeps its session from timing out by pinging it every TTL/3
 // in the background; if no ping succeeds for TTL minus a tenth, it
 // declares the lock lost, before the server could have ended the session:
@@ -111,11 +116,20 @@
 //	-- CACHE 1 (the default): values grow in the order they are drawn.
 //	CREATE SEQUENCE dblock_forupdate_tokens AS bigint;
 //
-// MySQL (byte-wise names: no collation folds two names into one):
+// MySQL and MariaDB (byte-wise names: no collation folds two names into
+// one):
 //
 //	CREATE TABLE dblock_forupdate (
 //	    name VARBINARY(255) NOT NULL PRIMARY KEY
 //	) ENGINE=InnoDB;
+//
+// MariaDB's counter (migration 9; its cache is shared by all sessions, so
+// values still grow in the order they are drawn):
+//
+//	CREATE SEQUENCE dblock_forupdate_tokens CACHE 1000;
+//
+// MySQL 8.0's counter:
+//
 //	CREATE TABLE dblock_forupdate_tokens (
 //	    name  VARBINARY(255) NOT NULL PRIMARY KEY,
 //	    token BIGINT         NOT NULL AUTO_INCREMENT,
@@ -124,5 +138,5 @@
 //
 // A token column in dblock_forupdate, if present, is not used. Rows are
 // never deleted by this package; deleting one is harmless (it is created
-// again), and so is deleting counter rows on MySQL.
+// again), and so is deleting counter rows on MySQL 8.0.
 package forupdate

@@ -28,6 +28,8 @@ import (
 // hostileTables are the tables one target's cases run on.
 type hostileTables struct {
 	locks, counter string
+	// sequence: the counter is a MariaDB sequence.
+	sequence bool
 }
 
 // forupdateBackend is the hostile-input environment of forupdate on one
@@ -37,6 +39,14 @@ type forupdateBackend struct{ tables hostileTables }
 func (b forupdateBackend) LockTable() string { return b.tables.locks }
 
 func (forupdateBackend) Locker(e *hostile.Env, db *sql.DB) dblock.Locker { return locker(e, db) }
+
+// Quiesce waits for the Locker's released connections to be back in the
+// pool: MySQL sessions are restored after Release returns.
+func (forupdateBackend) Quiesce(e *hostile.Env) {
+	if l, ok := e.L.(*forupdate.Locker); ok && l != nil {
+		forupdate.WaitRestored(l)
+	}
+}
 
 // locker returns a Locker on db and the case's tables; opts come after
 // the table, so they may name another.
@@ -89,21 +99,28 @@ func tableRows(e *hostile.Env, table string) map[string]string {
 var autoIncrement = regexp.MustCompile(`AUTO_INCREMENT=(\d+)`)
 
 // Snapshot is everything forupdate may write for the case's tables:
-// every row of the lock table and (MySQL) of the counter table, all
-// columns as text, and where the token counter stands.
+// every row of the lock table and (MySQL 8.0's way) of the counter table,
+// all columns as text, and where the token counter stands.
 func (b forupdateBackend) Snapshot(e *hostile.Env) hostile.Snapshot {
 	e.T.Helper()
 	ctx := context.Background()
 	var s hostile.Snapshot
 	s.AddRows(b.tables.locks, tableRows(e, b.tables.locks))
-	switch e.Target.Dialect {
-	case dblock.Postgres:
+	switch {
+	case e.Target.Dialect == dblock.Postgres:
 		var last int64
 		var called bool
 		if err := e.Target.DB.QueryRowContext(ctx, `SELECT last_value, is_called FROM `+b.tables.counter).Scan(&last, &called); err != nil {
 			e.T.Fatalf("snapshot of %s: %v", b.tables.counter, err)
 		}
 		s.AddCounter(b.tables.counter, fmt.Sprintf("last_value %d, is_called %v", last, called))
+	case b.tables.sequence:
+		// NOCACHE (createHostileTables): the row moves with every draw.
+		var next int64
+		if err := e.Target.DB.QueryRowContext(ctx, `SELECT next_not_cached_value FROM `+b.tables.counter).Scan(&next); err != nil {
+			e.T.Fatalf("snapshot of %s: %v", b.tables.counter, err)
+		}
+		s.AddCounter(b.tables.counter, fmt.Sprintf("next_not_cached_value %d", next))
 	default:
 		s.AddRows(b.tables.counter, tableRows(e, b.tables.counter))
 		// SHOW CREATE TABLE reads the live counter (information_schema
@@ -138,7 +155,14 @@ func createHostileTables(t *testing.T, tg testdb.Target, noCounter bool) hostile
 	}
 	if tg.Dialect == dblock.MySQL {
 		ddl = []string{`CREATE TABLE ` + tb.locks + ` LIKE ` + forupdate.DefaultTable}
-		if !noCounter {
+		tb.sequence = isMariaDB(t, tg)
+		switch {
+		case noCounter:
+		case tb.sequence:
+			// NOCACHE, so that every draw shows in the sequence's row.
+			ddl = append(ddl, `CREATE SEQUENCE `+tb.counter+` NOCACHE`)
+			drop = append(drop, `DROP SEQUENCE IF EXISTS `+tb.counter)
+		default:
 			ddl = append(ddl, `CREATE TABLE `+tb.counter+` LIKE `+forupdate.DefaultTable+forupdate.CounterSuffix)
 			drop = append(drop, `DROP TABLE IF EXISTS `+tb.counter)
 		}

@@ -225,7 +225,7 @@ func (h *hold) finish(ctx context.Context, commit bool) error {
 		clean, err = h.commit(ctx)
 	}
 	h.txCancel()
-	h.l.endSession(ctx, h.conn, clean)
+	h.l.endSession(ctx, h.conn, clean, true)
 	return err
 }
 

@@ -26,6 +26,8 @@ type Locker struct {
 	// the same owner waits for the first and re-enters instead of waiting
 	// in the database for a lock its own owner is about to hold.
 	pending map[holdKey]chan struct{}
+	// restoring are the sessions being restored after their lock ended.
+	restoring tasks
 }
 
 type holdKey struct {
@@ -74,11 +76,14 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	return l, nil
 }
 
-// Close releases the statements the Locker prepared (MySQL) once no call
-// uses them. Locks held stay held until released, and the Locker stays
-// usable, its statements then unprepared; call Close when done with it.
-// Close never closes the *sql.DB.
+// Close waits for the connections of released locks to be back in the
+// pool (on MySQL their sessions are restored after Release returns) and
+// releases the statements the Locker prepared (MySQL) once no call uses
+// them. Locks held stay held until released, and the Locker stays usable,
+// its statements then unprepared; call Close when done with it. Close never
+// closes the *sql.DB.
 func (l *Locker) Close() error {
+	l.restoring.wait()
 	l.d.close()
 	return nil
 }

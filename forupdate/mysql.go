@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -16,21 +17,27 @@ import (
 )
 
 // mysql: the server timeout is the session's wait_timeout, set before the
-// transaction begins and restored before the connection returns to the
-// pool (two short statements: MySQL has no transaction-local variables).
-// Tokens come from an AUTO_INCREMENT counter, which no rollback undoes (and
-// which MySQL 8.0 and MariaDB 10.2.4+ keep across restarts). Two
-// statements lock and draw, both prepared once per connection (stmts):
-// SELECT ... FOR UPDATE locks the name's row, waiting for it or not
-// (NOWAIT), and only then REPLACE ... VALUES gives the name's counter row
-// a new AUTO_INCREMENT value, which LAST_INSERT_ID hands back in the OK
-// packet (MySQL 8.0 has no RETURNING). One REPLACE ... SELECT ... FOR
-// UPDATE did both in one round trip, but InnoDB counts an INSERT ...
-// SELECT as a bulk insert, which (innodb_autoinc_lock_mode 1, MariaDB's
-// default) holds a table-wide AUTO-INC lock to the end of the statement:
-// under NOWAIT, an acquisition of one name failed with error 1467 while
-// another name's statement held that lock. REPLACE ... VALUES is a simple
-// insert, which takes the counter under a short mutex.
+// transaction begins and restored after it ends, before the connection
+// returns to the pool (MySQL has no transaction-local variables). The
+// restore runs once Release has returned (see Locker.endSession): the
+// lock is free by then, and nobody waits for the connection's
+// housekeeping.
+//
+// Tokens come from a counter that no rollback undoes, drawn once the row
+// lock is held. On MariaDB the counter is a sequence (migration 9) and the
+// locking SELECT draws from it itself: InnoDB locks the row as it reads it,
+// before the select list is computed, so NEXTVAL runs only for a row this
+// transaction holds (a missing row draws nothing). No row is written, so
+// the COMMIT flushes no log. MySQL 8.0 has no sequences: there the counter
+// is a table whose AUTO_INCREMENT (kept across restarts) a REPLACE ...
+// VALUES draws once the SELECT ... FOR UPDATE has returned, and
+// LAST_INSERT_ID hands it back in the OK packet (no RETURNING); that write
+// costs the COMMIT a log flush. One REPLACE ... SELECT ... FOR UPDATE would
+// do both in one round trip, but InnoDB counts an INSERT ... SELECT as a
+// bulk insert, which (innodb_autoinc_lock_mode 1) holds a table-wide
+// AUTO-INC lock to the end of the statement: under NOWAIT, an acquisition
+// of one name failed with error 1467 while another name's statement held
+// that lock. The hot statements are prepared once per connection (stmts).
 //
 // A waiting statement is stopped with KILL QUERY sent through another
 // connection of the pool. When the pool has none to give, the only way
@@ -47,9 +54,238 @@ import (
 // be interrupted is let run out instead of cut, and the connection stays
 // clean.
 type mysql struct {
-	db                                      *sql.DB
-	stmts                                   *stmtcache.Cache
-	lockWait, lockTry, drawToken, insertRow string
+	db        *sql.DB
+	stmts     *stmtcache.Cache
+	table     string
+	counter   string
+	insertRow string
+	// counterTable draws tokens from a counter table even on MariaDB: the
+	// tests of MySQL 8.0's way run on the MariaDB server they have. Set
+	// before the first acquisition.
+	counterTable bool
+	// q is the SQL for the server's kind, known from the first
+	// acquisition on.
+	q atomic.Pointer[mySQL]
+}
+
+// mySQL is the SQL for one kind of server.
+type mySQL struct {
+	// lockWait and lockTry lock the name's row and return its token (a
+	// sequence) or 1 (a counter table).
+	lockWait, lockTry string
+	// drawToken draws the token from a counter table once the row is
+	// locked; empty with a sequence.
+	drawToken string
+}
+
+// myIsMariaDB tells the servers with sequences from MySQL's.
+const myIsMariaDB = `SELECT VERSION() LIKE '%MariaDB%'`
+
+func newMySQL(db *sql.DB, table, counter string) *mysql {
+	return &mysql{
+		db:      db,
+		stmts:   stmtcache.New(db),
+		table:   table,
+		counter: counter,
+		// IGNORE: no duplicate-key error. It waits for the row lock when the
+		// row exists and is held, which happens only when another process
+		// created and took the row since this one found it missing.
+		insertRow: `INSERT IGNORE INTO ` + table + ` (name) VALUES (?)`,
+	}
+}
+
+func (m *mysql) sqlFor(sequence bool) *mySQL {
+	if sequence {
+		lock := `SELECT NEXTVAL(` + m.counter + `) FROM ` + m.table + ` WHERE name = ? FOR UPDATE`
+		return &mySQL{lockWait: lock, lockTry: lock + ` NOWAIT`}
+	}
+	lock := `SELECT 1 FROM ` + m.table + ` WHERE name = ? FOR UPDATE`
+	return &mySQL{
+		lockWait: lock,
+		lockTry:  lock + ` NOWAIT`,
+		// Only the holder of a name writes its counter row: no waits there.
+		drawToken: `REPLACE INTO ` + m.counter + ` (name) VALUES (?)`,
+	}
+}
+
+func (m *mysql) close() { m.stmts.Close() }
+
+// warm prepares the lock's statements before the acquisition takes its
+// connection, and only with a connection to spare: preparing takes one of
+// the pool, and inside the transaction (through Tx.StmtContext) a
+// statement prepared elsewhere is prepared again on the transaction's own
+// connection without taking another. Without one to spare, or before the
+// first acquisition has learnt the server's kind, the acquisition runs its
+// statements unprepared.
+func (m *mysql) warm(ctx context.Context, bound time.Duration) {
+	q := m.q.Load()
+	if q == nil {
+		return
+	}
+	queries := []string{q.lockTry}
+	if q.drawToken != "" {
+		queries = append(queries, q.drawToken)
+	}
+	// Prepared first: it is the usual answer, and costs only the cache's
+	// mutex, where Stats takes the pool's.
+	if m.stmts.Prepared(queries...) || m.db.Stats().Idle == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	m.stmts.Warm(ctx, queries...)
+}
+
+func (m *mysql) openSession(ctx context.Context, conn *sql.Conn, ttl time.Duration) error {
+	if m.q.Load() == nil {
+		var maria bool
+		if err := conn.QueryRowContext(ctx, myIsMariaDB).Scan(&maria); err != nil {
+			return err
+		}
+		m.q.CompareAndSwap(nil, m.sqlFor(maria && !m.counterTable))
+	}
+	// Rounded up without adding first: ttl+time.Second-1 overflows for the
+	// longest TTLs, which made wait_timeout one second.
+	seconds := int64(ttl / time.Second)
+	if ttl%time.Second != 0 {
+		seconds++
+	}
+	seconds = min(max(seconds, 1), maxWaitTimeout)
+	// An integer computed here, not user input.
+	_, err := conn.ExecContext(ctx, mySaveAndSetTimeout+strconv.FormatInt(seconds, 10))
+	return err
+}
+
+func (*mysql) closeSession(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, myRestoreTimeout)
+	return err
+}
+
+// restoresSession: the session's timeouts are set per lock.
+func (*mysql) restoresSession() bool { return true }
+
+// The server's default isolation: any level works for locking reads, and
+// asking for one costs go-sql-driver an extra statement.
+func (*mysql) txOptions() *sql.TxOptions { return nil }
+
+func (m *mysql) lock(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error) {
+	q := m.q.Load() // set by openSession
+	switch {
+	case !c.wait:
+		token, found, err = m.lockRow(ctx, c, q)
+	case !c.contended:
+		// NOWAIT until the row is found taken (see the type's doc). Not
+		// cut short by ctx, which would make the driver close the
+		// connection: it returns at once.
+		sctx, cancel := shortContext(ctx)
+		token, found, err = m.lockRow(sctx, c, q)
+		cancel()
+	default:
+		return m.lockWaiting(ctx, c, q)
+	}
+	if err != nil || !found {
+		return 0, false, false, err
+	}
+	if q.drawToken != "" {
+		token, err = m.draw(ctx, c, q)
+	}
+	return token, err == nil, false, err
+}
+
+// lockRow locks the name's row without waiting (NOWAIT), prepared, and
+// returns what the statement returns (see mySQL); found is false when
+// there is no row.
+func (m *mysql) lockRow(ctx context.Context, c lockCall, q *mySQL) (v int64, found bool, err error) {
+	stmt, done := m.stmts.Ready(q.lockTry)
+	defer done()
+	var row *sql.Row
+	if stmt != nil {
+		row = c.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, c.name)
+	} else {
+		row = c.tx.QueryRowContext(ctx, q.lockTry, c.name)
+	}
+	err = row.Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return v, err == nil, err
+}
+
+// draw gives the name's row in the counter table a new AUTO_INCREMENT
+// value, once the row lock is held, and returns it. Not cut short by ctx:
+// it waits for nothing (only the holder writes the name's counter row),
+// and a canceled statement would cost the connection. Contention here (a
+// deadlock the server chose this transaction for) is wrapped in
+// errDrawContention: the attempt is started over, even by TryAcquire, since
+// the lock itself was free.
+func (m *mysql) draw(ctx context.Context, c lockCall, q *mySQL) (int64, error) {
+	sctx, cancel := shortContext(ctx)
+	defer cancel()
+	stmt, done := m.stmts.Ready(q.drawToken)
+	defer done()
+	var res sql.Result
+	var err error
+	if stmt != nil {
+		res, err = c.tx.StmtContext(sctx, stmt).ExecContext(sctx, c.name)
+	} else {
+		res, err = c.tx.ExecContext(sctx, q.drawToken, c.name)
+	}
+	if err == nil {
+		var token int64
+		if token, err = res.LastInsertId(); err == nil {
+			return token, nil
+		}
+	}
+	if dblock.ClassifyError(err) == dblock.ClassContention {
+		return 0, fmt.Errorf("%w: %w", errDrawContention, err)
+	}
+	return 0, err
+}
+
+// lockWaiting waits for the row lock, at most one bounded slice (see the
+// type's doc).
+func (m *mysql) lockWaiting(ctx context.Context, c lockCall, q *mySQL) (token int64, found, interrupted bool, err error) {
+	if ctx.Err() != nil {
+		return 0, false, true, nil
+	}
+	seconds := lockWaitSeconds(ctx)
+	sctx, cancel := shortContext(ctx)
+	// An integer computed here, not user input.
+	_, err = c.tx.ExecContext(sctx, myBoundLockWait+strconv.FormatInt(seconds, 10))
+	cancel()
+	if err != nil {
+		return 0, false, false, err
+	}
+	query, marker := marked(q.lockWait)
+	// The statement ends by itself within its bound: grace lets it, when
+	// KILL QUERY cannot be sent, rather than cut the connection.
+	grace := time.Duration(seconds)*time.Second + interruptGrace
+	interrupted, err = runInterruptible(ctx, m.killer(marker), grace, func(ctx context.Context) error {
+		err := c.tx.QueryRowContext(ctx, query, c.name).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) {
+			found = false
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err != nil || interrupted || !found {
+		return 0, false, interrupted, err
+	}
+	if q.drawToken != "" {
+		if token, err = m.draw(ctx, c, q); err != nil {
+			return 0, false, false, err
+		}
+	}
+	// The lock is held: give the user's statements in Tx the session's own
+	// lock wait timeout back.
+	sctx, cancel = shortContext(ctx)
+	_, err = c.tx.ExecContext(sctx, myRestoreLockWait)
+	cancel()
+	if err != nil {
+		return 0, false, false, err
+	}
+	return token, true, false, nil
 }
 
 // maxWaitTimeout is the largest wait_timeout MySQL accepts (one year).
@@ -77,179 +313,6 @@ const (
 	// waiting for the row lock until innodb_lock_wait_timeout.
 	myFindByMarker = `SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND ID <> CONNECTION_ID()`
 )
-
-func newMySQL(db *sql.DB, table, counter string) *mysql {
-	lock := `SELECT 1 FROM ` + table + ` WHERE name = ? FOR UPDATE`
-	return &mysql{
-		db:       db,
-		stmts:    stmtcache.New(db),
-		lockWait: lock,
-		lockTry:  lock + ` NOWAIT`,
-		// Only the holder of a name writes its counter row: no waits there.
-		drawToken: `REPLACE INTO ` + counter + ` (name) VALUES (?)`,
-		// IGNORE: no duplicate-key error. It waits for the row lock when the
-		// row exists and is held, which happens only when another process
-		// created and took the row since this one found it missing.
-		insertRow: `INSERT IGNORE INTO ` + table + ` (name) VALUES (?)`,
-	}
-}
-
-func (m *mysql) close() { m.stmts.Close() }
-
-// warm prepares the lock's statements before the acquisition takes its
-// connection, and only with a connection to spare: preparing takes one of
-// the pool, and inside the transaction (through Tx.StmtContext) a
-// statement prepared elsewhere is prepared again on the transaction's own
-// connection without taking another. Without one to spare, this
-// acquisition runs its statements unprepared.
-func (m *mysql) warm(ctx context.Context, bound time.Duration) {
-	// Prepared first: it is the usual answer, and costs only the cache's
-	// mutex, where Stats takes the pool's.
-	if m.stmts.Prepared(m.lockTry, m.drawToken) || m.db.Stats().Idle == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	m.stmts.Warm(ctx, m.lockTry, m.drawToken)
-}
-
-func (*mysql) openSession(ctx context.Context, conn *sql.Conn, ttl time.Duration) error {
-	// Rounded up without adding first: ttl+time.Second-1 overflows for the
-	// longest TTLs, which made wait_timeout one second.
-	seconds := int64(ttl / time.Second)
-	if ttl%time.Second != 0 {
-		seconds++
-	}
-	seconds = min(max(seconds, 1), maxWaitTimeout)
-	// An integer computed here, not user input.
-	_, err := conn.ExecContext(ctx, mySaveAndSetTimeout+strconv.FormatInt(seconds, 10))
-	return err
-}
-
-func (*mysql) closeSession(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, myRestoreTimeout)
-	return err
-}
-
-// The server's default isolation: any level works for locking reads, and
-// asking for one costs go-sql-driver an extra statement.
-func (*mysql) txOptions() *sql.TxOptions { return nil }
-
-func (m *mysql) lock(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error) {
-	switch {
-	case !c.wait:
-		found, err = m.lockRow(ctx, c)
-	case !c.contended:
-		// NOWAIT until the row is found taken (see the type's doc). Not
-		// cut short by ctx, which would make the driver close the
-		// connection: it returns at once.
-		sctx, cancel := shortContext(ctx)
-		found, err = m.lockRow(sctx, c)
-		cancel()
-	default:
-		return m.lockWaiting(ctx, c)
-	}
-	if err != nil || !found {
-		return 0, false, false, err
-	}
-	token, err = m.draw(ctx, c)
-	return token, err == nil, false, err
-}
-
-// lockRow locks the name's row without waiting (NOWAIT), prepared; found
-// is false when there is no row.
-func (m *mysql) lockRow(ctx context.Context, c lockCall) (found bool, err error) {
-	stmt, done := m.stmts.Ready(m.lockTry)
-	defer done()
-	var row *sql.Row
-	if stmt != nil {
-		row = c.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, c.name)
-	} else {
-		row = c.tx.QueryRowContext(ctx, m.lockTry, c.name)
-	}
-	var one int
-	err = row.Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// draw gives the name's counter row a new AUTO_INCREMENT value, once the
-// row lock is held, and returns it. Not cut short by ctx: it waits for
-// nothing (only the holder writes the name's counter row), and a canceled
-// statement would cost the connection. Contention here (a deadlock the
-// server chose this transaction for) is wrapped in errDrawContention: the
-// attempt is started over, even by TryAcquire, since the lock itself was
-// free.
-func (m *mysql) draw(ctx context.Context, c lockCall) (int64, error) {
-	sctx, cancel := shortContext(ctx)
-	defer cancel()
-	stmt, done := m.stmts.Ready(m.drawToken)
-	defer done()
-	var res sql.Result
-	var err error
-	if stmt != nil {
-		res, err = c.tx.StmtContext(sctx, stmt).ExecContext(sctx, c.name)
-	} else {
-		res, err = c.tx.ExecContext(sctx, m.drawToken, c.name)
-	}
-	if err == nil {
-		var token int64
-		if token, err = res.LastInsertId(); err == nil {
-			return token, nil
-		}
-	}
-	if dblock.ClassifyError(err) == dblock.ClassContention {
-		return 0, fmt.Errorf("%w: %w", errDrawContention, err)
-	}
-	return 0, err
-}
-
-// lockWaiting waits for the row lock, at most one bounded slice (see the
-// type's doc).
-func (m *mysql) lockWaiting(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error) {
-	if ctx.Err() != nil {
-		return 0, false, true, nil
-	}
-	seconds := lockWaitSeconds(ctx)
-	sctx, cancel := shortContext(ctx)
-	// An integer computed here, not user input.
-	_, err = c.tx.ExecContext(sctx, myBoundLockWait+strconv.FormatInt(seconds, 10))
-	cancel()
-	if err != nil {
-		return 0, false, false, err
-	}
-	query, marker := marked(m.lockWait)
-	// The statement ends by itself within its bound: grace lets it, when
-	// KILL QUERY cannot be sent, rather than cut the connection.
-	grace := time.Duration(seconds)*time.Second + interruptGrace
-	interrupted, err = runInterruptible(ctx, m.killer(marker), grace, func(ctx context.Context) error {
-		var one int
-		err := c.tx.QueryRowContext(ctx, query, c.name).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			found = false
-			return nil
-		}
-		found = err == nil
-		return err
-	})
-	if err != nil || interrupted || !found {
-		return 0, false, interrupted, err
-	}
-	if token, err = m.draw(ctx, c); err != nil {
-		return 0, false, false, err
-	}
-	// The lock is held: give the user's statements in Tx the session's own
-	// lock wait timeout back.
-	sctx, cancel = shortContext(ctx)
-	_, err = c.tx.ExecContext(sctx, myRestoreLockWait)
-	cancel()
-	if err != nil {
-		return 0, false, false, err
-	}
-	return token, true, false, nil
-}
 
 // lockWaitSeconds is the innodb_lock_wait_timeout of one waiting
 // statement: myLockWaitSlice, or less when ctx's deadline is nearer, in

@@ -14,7 +14,8 @@ const (
 	// DefaultTable is the table of lock rows, created by package migrations.
 	DefaultTable = "dblock_forupdate"
 	// CounterSuffix names the token counter after the table: a sequence on
-	// PostgreSQL, a table on MySQL (dblock_forupdate_tokens by default).
+	// PostgreSQL and MariaDB, a table on MySQL 8.0 (dblock_forupdate_tokens
+	// by default).
 	CounterSuffix = "_tokens"
 	// DefaultConnTimeout bounds how long Acquire and TryAcquire wait for a
 	// connection from the *sql.DB pool before failing with ErrNoConnection.

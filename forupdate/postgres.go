@@ -54,6 +54,7 @@ func (*postgres) warm(context.Context, time.Duration) {}
 
 func (*postgres) openSession(context.Context, *sql.Conn, time.Duration) error { return nil }
 func (*postgres) closeSession(context.Context, *sql.Conn) error               { return nil }
+func (*postgres) restoresSession() bool                                       { return false }
 
 // READ COMMITTED explicitly: under REPEATABLE READ (a possible server
 // default) the UPDATE after a wait fails with a serialization error, and

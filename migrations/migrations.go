@@ -30,7 +30,7 @@ import (
 const MigrationsTable = "sqllock_schema_migrations"
 
 // Latest is the version Up migrates to.
-const Latest = 8
+const Latest = 9
 
 // lockTimeout is how long golang-migrate waits for the driver's Lock before
 // it gives up. It gives up by returning, not by stopping Lock, which goes on

@@ -64,6 +64,15 @@ type Settler interface {
 	Settle(e *Env)
 }
 
+// Quiescer is a Backend whose Lockers finish work in the background after
+// a call returns (forupdate restores MySQL sessions after Release, before
+// their connections go back to the pool): Run lets Quiesce wait for it
+// before each count of the connections in use, the one after Arrange
+// included, and the Locker stays usable.
+type Quiescer interface {
+	Quiesce(e *Env)
+}
+
 // Env is what one case runs against.
 type Env struct {
 	T      *testing.T
@@ -245,6 +254,12 @@ func runCase(t *testing.T, tg testdb.Target, backend Backend, c Case) {
 	e.DB = e.pool()
 	e.L = backend.Locker(e, e.DB)
 	call := c.Arrange(e)
+	quiesce := func() {
+		if q, ok := backend.(Quiescer); ok {
+			q.Quiesce(e)
+		}
+	}
+	quiesce()
 	before, inUse := backend.Snapshot(e), e.DB.Stats().InUse
 	panicked, err := CallNoPanic(t, t.Context(), call)
 	e.wedged = panicked
@@ -257,6 +272,7 @@ func runCase(t *testing.T, tg testdb.Target, backend Backend, c Case) {
 	}
 	// A refused call keeps no connection: it would be lost to the pool
 	// for good.
+	quiesce()
 	if s, ok := backend.(Settler); ok {
 		s.Settle(e)
 	}

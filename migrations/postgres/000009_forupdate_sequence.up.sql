@@ -1,0 +1,3 @@
+-- Nothing to do: forupdate's token counter is a sequence on PostgreSQL
+-- already. Version 9 turns MySQL's into one on MariaDB; the file keeps the
+-- versions of both dialects in step.
