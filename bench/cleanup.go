@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/sqllock/sqllock/dblock"
 )
 
@@ -167,7 +165,8 @@ func (e *env) deleteWaiters(ctx context.Context, names []string) error {
 	return err
 }
 
-// deleteForUpdate deletes forupdate rows (and MySQL counter rows); package
+// deleteForUpdate deletes forupdate rows (and, on MySQL 8.0, counter rows:
+// MariaDB's counter is a sequence, with no rows per name); package
 // forupdate documents both as harmless to delete.
 func (e *env) deleteForUpdate(ctx context.Context, names []string) error {
 	if e.dialect == dblock.Postgres {
@@ -179,10 +178,16 @@ func (e *env) deleteForUpdate(ctx context.Context, names []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.db.ExecContext(ctx, `DELETE FROM dblock_forupdate_tokens WHERE name IN (`+in+`)`, args...)
-	if myErr := (*mysql.MySQLError)(nil); errors.As(err, &myErr) && myErr.Number == 1146 {
+	var kind string
+	err = e.db.QueryRowContext(ctx, `SELECT TABLE_TYPE FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dblock_forupdate_tokens'`).Scan(&kind)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || kind == "SEQUENCE":
 		return nil // no counter table: nothing to delete
+	case err != nil:
+		return err
 	}
+	_, err = e.db.ExecContext(ctx, `DELETE FROM dblock_forupdate_tokens WHERE name IN (`+in+`)`, args...)
 	return err
 }
 

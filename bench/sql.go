@@ -166,6 +166,28 @@ func (e *env) rawForUpdate(ctx context.Context, name string) error {
 	return tx.Commit()
 }
 
+// preparedRawForUpdate returns rawForUpdate with its SELECT prepared once
+// (kept per pool connection by database/sql), and a func that closes it.
+func (e *env) preparedRawForUpdate(ctx context.Context) (func(ctx context.Context, name string) error, func(), error) {
+	stmt, err := e.db.PrepareContext(ctx, e.sql.fuLock)
+	if err != nil {
+		return nil, nil, err
+	}
+	run := func(ctx context.Context, name string) error {
+		tx, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		var one int
+		if err := tx.StmtContext(ctx, stmt).QueryRowContext(ctx, name).Scan(&one); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+	return run, func() { _ = stmt.Close() }, nil
+}
+
 // fuCreate makes name's row in dblock_forupdate, for the raw recipe.
 func (e *env) fuCreate(ctx context.Context, name string) error {
 	e.names.forUpdate(name)

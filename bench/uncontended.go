@@ -114,12 +114,14 @@ func uncontended(ctx context.Context, cfg config, e *env, t *table, chart *panel
 	row(advisoryName(e)+" (pinned conn)", "advisory lock (pinned conn)", adv, nil, adv)
 
 	fuOps := []op{func(ctx context.Context) error { return e.rawForUpdate(ctx, rawName) }, advisory}
+	fuAt, prepAt := -1, -1
 	if e.fuErr == nil {
 		fl, err := forupdate.New(e.db)
 		if err != nil {
 			return err
 		}
 		defer fl.Close()
+		fuAt = len(fuOps)
 		fuOps = append(fuOps, func(ctx context.Context) error {
 			k, err := fl.Acquire(ctx, fuName)
 			if err != nil {
@@ -128,15 +130,29 @@ func uncontended(ctx context.Context, cfg config, e *env, t *table, chart *panel
 			return k.Release(ctx)
 		})
 	}
+	// MySQL: as for rowlock, the raw recipe with its SELECT prepared is the
+	// like-for-like view of forupdate's prepared statements.
+	if e.dialect == dblock.MySQL {
+		rawPrepared, closeStmt, err := e.preparedRawForUpdate(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeStmt()
+		prepAt = len(fuOps)
+		fuOps = append(fuOps, func(ctx context.Context) error { return rawPrepared(ctx, rawName) })
+	}
 	res, err = interleave(ctx, cfg.n, 50, fuOps)
 	if err != nil {
 		return err
 	}
 	raw, fuAdv := res[0], res[1]
-	if e.fuErr == nil {
-		row("forupdate Acquire+Release", "forupdate", res[2], raw, fuAdv)
+	if fuAt >= 0 {
+		row("forupdate Acquire+Release", "forupdate", res[fuAt], raw, fuAdv)
 	}
 	row("BEGIN; SELECT … FOR UPDATE; COMMIT (raw)", "BEGIN; SELECT … FOR UPDATE; COMMIT (raw)", raw, nil, fuAdv)
+	if prepAt >= 0 {
+		row("BEGIN; SELECT … FOR UPDATE; COMMIT (raw, prepared)", "BEGIN; SELECT … FOR UPDATE; COMMIT (raw, prepared)", res[prepAt], nil, fuAdv)
+	}
 	return nil
 }
 
