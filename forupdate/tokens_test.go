@@ -47,7 +47,7 @@ func tokenSources(t *testing.T) []tokenSource {
 // counterTables creates a lock table and a counter table shaped as
 // migrations 4 and 5 make them on MySQL, dropped when the test ends, and
 // returns the lock table's name.
-func counterTables(t *testing.T, tg testdb.Target) string {
+func counterTables(t testing.TB, tg testdb.Target) string {
 	t.Helper()
 	ctx := context.Background()
 	table := "fu_counter_" + hostile.Random()
