@@ -123,3 +123,57 @@ func TestTokenSources(t *testing.T) {
 		})
 	}
 }
+
+// TestOutdatedCounter: on MariaDB, a counter that is still a table (a
+// schema older than migration 9) fails Acquire with ErrSchemaMissing,
+// which says to run the migrations, and leaves the pool as it was.
+func TestOutdatedCounter(t *testing.T) {
+	ran := false
+	for _, tg := range targets(t) {
+		if !isMariaDB(t, tg) {
+			continue
+		}
+		ran = true
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			db := twoConnDB(t, tg)
+			l := newLocker(t, db, forupdate.WithTable(counterTables(t, tg)))
+			_, err := l.Acquire(t.Context(), testdb.Name(t))
+			if !errors.Is(err, dblock.ErrSchemaMissing) {
+				t.Fatalf("Acquire with a counter table on MariaDB = %v, want ErrSchemaMissing", err)
+			}
+			if n := db.Stats().InUse; n != 0 {
+				t.Fatalf("%d connections in use after the failed Acquire", n)
+			}
+		})
+	}
+	if !ran {
+		t.Fatal("no MariaDB target: the test needs one (SQLLOCK_MYSQL_DSN)")
+	}
+}
+
+// TestCloseWaitsForRestores: Release returns before a MySQL session is
+// restored; once Close has returned, every connection is back in the pool
+// with its own settings.
+func TestCloseWaitsForRestores(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := twoConnDB(t, tg)
+			l, err := forupdate.New(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				release(t, acquire(t, ctx, l, testdb.Name(t)))
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if n := db.Stats().InUse; n != 0 {
+				t.Fatalf("%d connections in use after Close", n)
+			}
+		})
+	}
+}
