@@ -18,35 +18,14 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, tg := range targets(b) {
 		b.Run(tg.Name+"/forupdate", func(b *testing.B) {
-			l := newLocker(b, tg.DB)
-			name := testdb.Name(b)
-			ctx := context.Background()
-			for b.Loop() {
-				k, err := l.Acquire(ctx, name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := k.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			acquireReleaseLoop(b, newLocker(b, tg.DB))
 		})
 		if isMariaDB(b, tg) {
 			// MySQL 8.0's way, on the MariaDB server at hand.
 			b.Run(tg.Name+"/forupdate_counter_table", func(b *testing.B) {
 				l := newLocker(b, tg.DB, forupdate.WithTable(counterTables(b, tg)))
 				forupdate.DrawFromCounterTable(l)
-				name := testdb.Name(b)
-				ctx := context.Background()
-				for b.Loop() {
-					k, err := l.Acquire(ctx, name)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if err := k.Release(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
+				acquireReleaseLoop(b, l)
 			})
 		}
 		b.Run(tg.Name+"/raw", func(b *testing.B) {
@@ -72,5 +51,20 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// acquireReleaseLoop takes and releases one name of its own on l, b.N times.
+func acquireReleaseLoop(b *testing.B, l *forupdate.Locker) {
+	name := testdb.Name(b)
+	ctx := context.Background()
+	for b.Loop() {
+		k, err := l.Acquire(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := k.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
