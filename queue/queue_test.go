@@ -11,7 +11,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testdb.Main(m, testdb.IgnorePgxBackgroundReader)
+	testdb.Main(m)
 }
 
 func TestQueue(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// Every goroutine rowlock starts must be stopped by Release or Close.
-	testdb.Main(m, testdb.IgnorePgxBackgroundReader)
+	testdb.Main(m)
 }
 
 // newLocker returns a Locker on db that is closed when the test ends.
