@@ -89,6 +89,10 @@ func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dbl
 					contended = true
 					continue
 				}
+				// The connection failed too (the rollback did): that is
+				// what to report, not contention, which never reaches
+				// users.
+				return nil, false, l.acquireError(ctx, key.name, rbErr)
 			}
 			return nil, clean, l.acquireError(ctx, key.name, err)
 		case !clean:

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -264,6 +265,56 @@ func TestPartitionedHolder(t *testing.T) {
 				t.Fatalf("Release of a lost lock = %v, want ErrLockLost", err)
 			}
 			release(t, r.lock)
+		})
+	}
+}
+
+// TestContentionOnBrokenConnection: when the server answers an attempt
+// with contention (MariaDB's NOWAIT answer, PostgreSQL's lock_timeout) and
+// the connection breaks before the attempt is rolled back, Acquire reports
+// the broken connection. Contention never reaches users: they would retry
+// a lock that is not the problem. (Found by the torture suite, where a
+// cut met a lock wait timeout.)
+func TestContentionOnBrokenConnection(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			name := testdb.Name(t)
+			holder := acquire(t, ctx, newLocker(t, tg.DB), name)
+			defer release(t, holder)
+
+			proxy := newFreezeProxy(t, tg.HostPort())
+			dsn := tg.DSNVia(proxy.Addr())
+			if tg.Dialect == dblock.Postgres {
+				// In plain text, so that the proxy sees the error; and a
+				// server-side lock_timeout, so that the wait ends in
+				// contention (55P03) instead of blocking.
+				u, err := url.Parse(dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				qs := u.Query()
+				qs.Set("sslmode", "disable")
+				qs.Set("lock_timeout", "100")
+				u.RawQuery = qs.Encode()
+				dsn = u.String()
+			}
+			// MariaDB's NOWAIT error, MySQL 8.0's, PostgreSQL's SQLSTATE.
+			proxy.CutAfter("Lock wait timeout exceeded", "NOWAIT is set", "55P03")
+			db := testdb.Open(t, tg, dsn)
+
+			k, err := newLocker(t, db).Acquire(ctx, name)
+			switch {
+			case err == nil:
+				release(t, k)
+				t.Fatal("Acquire of a held name on a connection cut after contention succeeded")
+			case errors.Is(err, dblock.ErrNotAcquired):
+				t.Fatalf("Acquire = %v, want the connection's error, not ErrNotAcquired", err)
+			}
+			if c := dblock.ClassifyError(err); c == dblock.ClassContention || c == dblock.ClassLockUnavailable {
+				t.Fatalf("Acquire = %v: contention reached the user", err)
+			}
 		})
 	}
 }

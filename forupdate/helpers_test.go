@@ -1,6 +1,7 @@
 package forupdate_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -221,7 +222,8 @@ func q(tg testdb.Target, query string) string {
 
 // freezeProxy forwards TCP connections to a server until Freeze, after
 // which it forwards nothing and closes nothing, as a network partition
-// would: neither side hears from the other again.
+// would: neither side hears from the other again. With CutAfter, it cuts a
+// connection instead once the server has sent one of the given texts.
 type freezeProxy struct {
 	target string
 	ln     net.Listener
@@ -229,6 +231,7 @@ type freezeProxy struct {
 	mu     sync.Mutex
 	frozen bool
 	closed bool
+	cutOn  [][]byte
 	thaw   *sync.Cond
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
@@ -255,6 +258,17 @@ func (p *freezeProxy) Freeze() {
 	p.mu.Lock()
 	p.frozen = true
 	p.mu.Unlock()
+}
+
+// CutAfter has the proxy close both ends of a connection once the server
+// has sent any of texts on it (forwarded first, so the client reads it).
+// The connection must be in plain text.
+func (p *freezeProxy) CutAfter(texts ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range texts {
+		p.cutOn = append(p.cutOn, []byte(s))
+	}
 }
 
 func (p *freezeProxy) close() {
@@ -285,14 +299,15 @@ func (p *freezeProxy) accept() {
 		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(client, server)
-		go p.pipe(server, client)
+		go p.pipe(client, server, true)
+		go p.pipe(server, client, false)
 	}
 }
 
 // pipe copies src to dst; frozen, it holds what it read and, when src
-// ends, keeps dst open until the proxy closes.
-func (p *freezeProxy) pipe(dst, src net.Conn) {
+// ends, keeps dst open until the proxy closes. From the server, it cuts
+// after a text given to CutAfter (one read holds a whole short message).
+func (p *freezeProxy) pipe(dst, src net.Conn, fromServer bool) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
@@ -301,7 +316,7 @@ func (p *freezeProxy) pipe(dst, src net.Conn) {
 		for p.frozen && !p.closed {
 			p.thaw.Wait()
 		}
-		closed := p.closed
+		closed, cutOn := p.closed, p.cutOn
 		p.mu.Unlock()
 		if closed {
 			return
@@ -309,6 +324,13 @@ func (p *freezeProxy) pipe(dst, src net.Conn) {
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				err = werr
+			}
+			for _, text := range cutOn {
+				if fromServer && bytes.Contains(buf[:n], text) {
+					_ = src.Close()
+					_ = dst.Close()
+					return
+				}
 			}
 		}
 		if err != nil {
