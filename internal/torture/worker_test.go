@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -124,7 +126,42 @@ func TestTortureWorker(t *testing.T) {
 	if n := w.acquireErrs.Load(); n > 0 {
 		fmt.Printf("worker last acquire error: %v\n", w.lastAcquireErr.Load())
 	}
+	if e := w.unexpected.Load(); e != nil {
+		t.Errorf("an acquisition failed with an error no fault of the run explains: %v", e)
+	}
 	fmt.Printf("worker done %d\n", w.holds.Load())
+}
+
+// serverSaysBug tells an acquire error the faults of the run cannot
+// explain: the server answered with an error, and not one of those a
+// restart, a cut or a killed session produce (those, and errors of the
+// network itself, carry no server code or one of these). Contention
+// (deadlocks, lock wait timeouts, serialization failures) never reaches
+// users, so it counts as a bug too, as do errors like MySQL's 1467 (the
+// AUTO-INC lock under NOWAIT), which a run once produced unnoticed.
+func serverSaysBug(err error) bool {
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1053, // ER_SERVER_SHUTDOWN
+			1927, // ER_CONNECTION_KILLED (MariaDB)
+			4031: // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8.0): wait_timeout ended the session
+			return false
+		}
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"): // connection exception
+			return false
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
+			// admin_shutdown, crash_shutdown, cannot_connect_now
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // holder is a worker's state, shared by its goroutines.
@@ -140,7 +177,10 @@ type holder struct {
 	holds, lost    atomic.Int64
 	acquireErrs    atomic.Int64
 	lastAcquireErr atomic.Value
-	writeErr       atomic.Pointer[error]
+	// unexpected is the last acquire error that no fault of the run
+	// explains (see serverSaysBug).
+	unexpected atomic.Value
+	writeErr   atomic.Pointer[error]
 }
 
 func (w *holder) write(r record) {
@@ -199,6 +239,9 @@ func (w *holder) hold(ctx context.Context, name string) {
 			// shown, so a worker that only ever fails stands out.
 			w.acquireErrs.Add(1)
 			w.lastAcquireErr.Store(err.Error())
+			if serverSaysBug(err) {
+				w.unexpected.Store(err.Error())
+			}
 		}
 		return
 	}
