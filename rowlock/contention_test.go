@@ -31,7 +31,7 @@ func TestContentionNeverReachesCallers(t *testing.T) {
 	cases := []struct {
 		name  string
 		run   func(t *testing.T, ft faultTarget, l *rowlock.Locker, name string)
-		fires int // injected unless set
+		fires int // injected unless set; -1: as many as ran before ctx ended
 	}{
 		{name: "Release", run: func(t *testing.T, ft faultTarget, l *rowlock.Locker, name string) {
 			k := mustTry(t, l, name)
@@ -73,6 +73,20 @@ func TestContentionNeverReachesCallers(t *testing.T) {
 				t.Fatalf("TryAcquire through contention = %v, want ErrNotAcquired", err)
 			}
 		}, fires: dblock.MaxContentionRetries + 1},
+		{name: "TryAcquire whose context ends", run: func(t *testing.T, ft faultTarget, l *rowlock.Locker, name string) {
+			// The retries pause 1, 2, 3... ms between attempts (36 ms in
+			// all): the context ends among them, and the last error is a
+			// deadlock. The caller learns that its context ended.
+			release(t, mustTry(t, l, name))
+			ft.arm(t, "dblock_locks", "UPDATE", injected)
+			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Millisecond)
+			defer cancel()
+			_, err := l.TryAcquire(ctx, name)
+			noContention(t, "TryAcquire", err)
+			if !errors.Is(err, dblock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("TryAcquire whose context ended in contention = %v, want ErrNotAcquired and DeadlineExceeded", err)
+			}
+		}, fires: -1},
 		{name: "Acquire", run: func(t *testing.T, ft faultTarget, l *rowlock.Locker, name string) {
 			// Acquire keeps waiting through it. A fresh name: the row's
 			// insert meets the deadlocks.
@@ -150,7 +164,7 @@ func TestContentionNeverReachesCallers(t *testing.T) {
 					if c.fires != 0 {
 						want = c.fires
 					}
-					if n := ft.fired(t); n != want {
+					if n := ft.fired(t); want >= 0 && n != want {
 						t.Fatalf("%d injected deadlocks fired, want %d: the path under test did not meet them", n, want)
 					}
 				})

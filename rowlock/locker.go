@@ -143,7 +143,9 @@ func (l *Locker) Waiters(ctx context.Context, name string) ([]queue.Waiter, erro
 // ctx holds it already; otherwise it returns dblock.ErrNotAcquired at once.
 // For a name used before it is one statement (an UPDATE of its row); a fresh
 // name costs a second one that inserts the row (a short transaction on
-// MySQL).
+// MySQL). If ctx ends before the statements return (a row locked by
+// someone's transaction makes them wait), the error joins
+// dblock.ErrNotAcquired and ctx.Err().
 // Errors: dblock.ErrInvalidName, dblock.ErrInvalidOption, dblock.ErrClosed,
 // dblock.ErrSchemaMissing, dblock.ErrInvalidDB, or a driver error.
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
@@ -326,7 +328,12 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 	switch {
 	case err == nil:
 		return out, sent, nil
-	case dblock.ClassifyError(err) == dblock.ClassContention && ctx.Err() == nil:
+	case ctx.Err() != nil:
+		// Whatever the statement's error (contention retried until ctx
+		// ran out, a statement cut short), the caller's context ended:
+		// not acquired, never the driver's contention error.
+		return outcome{}, sent, errors.Join(dblock.ErrNotAcquired, ctx.Err())
+	case dblock.ClassifyError(err) == dblock.ClassContention:
 		// Contenders kept colliding: someone else is taking it.
 		return outcome{}, sent, nil
 	}
