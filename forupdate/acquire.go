@@ -154,7 +154,6 @@ func (l *Locker) endSession(ctx context.Context, conn *sql.Conn, clean, backgrou
 		l.restoreSession(ctx, conn)
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
 	l.restoring.start()
 	go func() {
 		defer l.restoring.end()
