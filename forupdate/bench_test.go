@@ -20,7 +20,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.Run(tg.Name+"/forupdate", func(b *testing.B) {
 			acquireReleaseLoop(b, newLocker(b, tg.DB))
 		})
-		if isMariaDB(b, tg) {
+		if testdb.IsMariaDB(b, tg) {
 			// MySQL 8.0's way, on the MariaDB server at hand.
 			b.Run(tg.Name+"/forupdate_counter_table", func(b *testing.B) {
 				l := newLocker(b, tg.DB, forupdate.WithTable(counterTables(b, tg)))

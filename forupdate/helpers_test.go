@@ -342,17 +342,3 @@ func (p *freezeProxy) pipe(dst, src net.Conn, fromServer bool) {
 		}
 	}
 }
-
-// isMariaDB tells MariaDB, whose token counter is a sequence, from MySQL
-// 8.0, whose counter is a table.
-func isMariaDB(t testing.TB, tg testdb.Target) bool {
-	t.Helper()
-	if tg.Dialect != dblock.MySQL {
-		return false
-	}
-	var maria bool
-	if err := tg.DB.QueryRowContext(context.Background(), `SELECT VERSION() LIKE '%MariaDB%'`).Scan(&maria); err != nil {
-		t.Fatal(err)
-	}
-	return maria
-}

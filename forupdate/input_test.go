@@ -155,7 +155,7 @@ func createHostileTables(t *testing.T, tg testdb.Target, noCounter bool) hostile
 	}
 	if tg.Dialect == dblock.MySQL {
 		ddl = []string{`CREATE TABLE ` + tb.locks + ` LIKE ` + forupdate.DefaultTable}
-		tb.sequence = isMariaDB(t, tg)
+		tb.sequence = testdb.IsMariaDB(t, tg)
 		switch {
 		case noCounter:
 		case tb.sequence:

@@ -31,7 +31,7 @@ func tokenSources(t *testing.T) []tokenSource {
 		out = append(out, tokenSource{name: tg.Name, target: tg, locker: func(t *testing.T, db *sql.DB) *forupdate.Locker {
 			return newLocker(t, db)
 		}})
-		if !isMariaDB(t, tg) {
+		if !testdb.IsMariaDB(t, tg) {
 			continue
 		}
 		table := counterTables(t, tg)
@@ -130,7 +130,7 @@ func TestTokenSources(t *testing.T) {
 func TestOutdatedCounter(t *testing.T) {
 	ran := false
 	for _, tg := range targets(t) {
-		if !isMariaDB(t, tg) {
+		if !testdb.IsMariaDB(t, tg) {
 			continue
 		}
 		ran = true

@@ -18,9 +18,9 @@ import (
 func TestForUpdateTokensAcrossVersion9(t *testing.T) {
 	type draws struct {
 		// before draws a token at version 8, in a transaction committed or
-		// rolled back; after draws one at version 9.
+		// rolled back; after draws one at version 9 (maria: on MariaDB).
 		before func(context.Context, *sql.Tx) (int64, error)
-		after  func(context.Context, *sql.Conn) (int64, error)
+		after  func(ctx context.Context, c *sql.Conn, maria bool) (int64, error)
 		// leftovers reads the migration's user variables on its session.
 		leftovers string
 	}
@@ -36,7 +36,7 @@ func TestForUpdateTokensAcrossVersion9(t *testing.T) {
 			before: func(ctx context.Context, tx *sql.Tx) (int64, error) {
 				return nextval(ctx, tx, `SELECT nextval('dblock_forupdate_tokens')`)
 			},
-			after: func(ctx context.Context, c *sql.Conn) (int64, error) {
+			after: func(ctx context.Context, c *sql.Conn, _ bool) (int64, error) {
 				return nextval(ctx, c, `SELECT nextval('dblock_forupdate_tokens')`)
 			},
 			leftovers: `SELECT 0`,
@@ -49,11 +49,7 @@ func TestForUpdateTokensAcrossVersion9(t *testing.T) {
 				}
 				return res.LastInsertId()
 			},
-			after: func(ctx context.Context, c *sql.Conn) (int64, error) {
-				var maria bool
-				if err := c.QueryRowContext(ctx, `SELECT VERSION() LIKE '%MariaDB%'`).Scan(&maria); err != nil {
-					return 0, err
-				}
+			after: func(ctx context.Context, c *sql.Conn, maria bool) (int64, error) {
 				if !maria {
 					// MySQL keeps the table.
 					res, err := c.ExecContext(ctx, `REPLACE INTO dblock_forupdate_tokens (name) VALUES ('a')`)
@@ -120,7 +116,7 @@ func TestForUpdateTokensAcrossVersion9(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tok, err := c.after(ctx, conn)
+			tok, err := c.after(ctx, conn, testdb.IsMariaDB(t, tg))
 			_ = conn.Close()
 			if err != nil {
 				t.Fatalf("draw at version 9: %v", err)

@@ -272,3 +272,18 @@ func (tg Target) DSNVia(hostPort string) string {
 		return cfg.FormatDSN()
 	}
 }
+
+// IsMariaDB tells MariaDB from MySQL 8.0 (false for PostgreSQL): they
+// differ where sqllock's schema does (forupdate's token counter is a
+// sequence on MariaDB, a table on MySQL 8.0).
+func IsMariaDB(t testing.TB, tg Target) bool {
+	t.Helper()
+	if tg.Dialect != dblock.MySQL {
+		return false
+	}
+	var maria bool
+	if err := tg.DB.QueryRowContext(context.Background(), `SELECT VERSION() LIKE '%MariaDB%'`).Scan(&maria); err != nil {
+		t.Fatalf("testdb: server version of %s: %v", tg.Name, err)
+	}
+	return maria
+}
