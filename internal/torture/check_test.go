@@ -2,9 +2,13 @@ package torture_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // start and end build ledger records for the checker's self-test.
@@ -203,5 +207,35 @@ func TestVerifyWorker(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A worker must fail on a server error no fault explains, and only on
+// those: errors of restarts, cuts and killed sessions, and of the network
+// itself, are the run's faults.
+func TestServerSaysBug(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("forupdate: acquire %q: %w", "n", err) }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"MySQL AUTO-INC lock under NOWAIT", wrap(&mysql.MySQLError{Number: 1467}), true},
+		{"MySQL deadlock reaching the caller", wrap(&mysql.MySQLError{Number: 1213}), true},
+		{"MySQL lock wait timeout reaching the caller", wrap(&mysql.MySQLError{Number: 1205}), true},
+		{"MySQL server shutdown", wrap(&mysql.MySQLError{Number: 1053}), false},
+		{"MariaDB connection killed", wrap(&mysql.MySQLError{Number: 1927}), false},
+		{"MySQL 8.0 idle session ended", wrap(&mysql.MySQLError{Number: 4031}), false},
+		{"PostgreSQL deadlock reaching the caller", wrap(&pgconn.PgError{Code: "40P01"}), true},
+		{"PostgreSQL lock not available reaching the caller", wrap(&pgconn.PgError{Code: "55P03"}), true},
+		{"PostgreSQL admin shutdown", wrap(&pgconn.PgError{Code: "57P01"}), false},
+		{"PostgreSQL starting up", wrap(&pgconn.PgError{Code: "57P03"}), false},
+		{"PostgreSQL connection failure", wrap(&pgconn.PgError{Code: "08006"}), false},
+		{"broken connection", wrap(mysql.ErrInvalidConn), false},
+		{"refused connection", wrap(errors.New("dial tcp 127.0.0.1:1: connect: connection refused")), false},
+	} {
+		if got := serverSaysBug(tc.err); got != tc.want {
+			t.Errorf("%s: serverSaysBug = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
