@@ -60,7 +60,7 @@ func open(ctx context.Context, tg target) (*env, error) {
 		// Short: MySQL's GET_LOCK takes names of at most 64 characters.
 		prefix: fmt.Sprintf("sqb-%s-", strconv.FormatInt(time.Now().UnixNano()/1e6, 36)),
 	}
-	if err := migrations.Up(ctx, db, tg.dialect); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("migrations: %w", err)
 	}

@@ -2,206 +2,31 @@ package dblock_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/testdb"
 )
 
-func TestValidateName(t *testing.T) {
-	cases := []struct {
-		name string
-		ok   bool
-	}{
-		{"jobs/nightly", true},
-		{strings.Repeat("x", dblock.MaxNameLength), true},
-		{"日本語の名前", true},
-		{"x'; DROP TABLE dblock_locks; --", true},
-		{"", false},
-		{strings.Repeat("x", dblock.MaxNameLength+1), false},
-		{"bad\xffutf8", false},
-		{"nul\x00byte", false},
-	}
-	for _, c := range cases {
-		err := dblock.ValidateName(c.name)
-		if (err == nil) != c.ok {
-			t.Errorf("ValidateName(%q) = %v, want ok=%v", c.name, err, c.ok)
-		}
-		if err != nil {
-			var ne *dblock.NameError
-			if !errors.Is(err, dblock.ErrInvalidName) || !errors.As(err, &ne) {
-				t.Errorf("ValidateName(%q) = %v, want a *NameError wrapping ErrInvalidName", c.name, err)
-			}
-		}
-	}
-}
-
-func TestResolveOptions(t *testing.T) {
-	o, err := dblock.ResolveOptions()
-	if err != nil || o.TTL != dblock.DefaultTTL || o.MinHold != 0 || o.Fair || o.Note != "" {
-		t.Fatalf("defaults = %+v, %v", o, err)
-	}
-	o, err = dblock.ResolveOptions(dblock.TTL(time.Minute), dblock.MinHold(time.Second), dblock.Fair(), dblock.Note("n"))
-	if err != nil || o.TTL != time.Minute || o.MinHold != time.Second || !o.Fair || o.Note != "n" {
-		t.Fatalf("set = %+v, %v", o, err)
-	}
-	bad := map[string][]dblock.Option{
-		"zero TTL":       {dblock.TTL(0)},
-		"negative TTL":   {dblock.TTL(-time.Second)},
-		"tiny TTL":       {dblock.TTL(dblock.MinTTL - 1)},
-		"negative hold":  {dblock.MinHold(-1)},
-		"long note":      {dblock.Note(strings.Repeat("n", dblock.MaxNoteLength+1))},
-		"non-UTF-8 note": {dblock.Note("\xff")},
-		"nil option":     {nil},
-	}
-	for what, opts := range bad {
-		var oe *dblock.OptionError
-		if _, err := dblock.ResolveOptions(opts...); !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &oe) {
-			t.Errorf("%s: %v, want *OptionError wrapping ErrInvalidOption", what, err)
-		}
-	}
-}
-
-func TestOwner(t *testing.T) {
-	ctx := context.Background()
-	a, err := dblock.OwnerFor(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := dblock.OwnerFor(ctx)
-	if a.ID == b.ID || len(a.ID) != 32 || a.Host != dblock.ProcessHost() {
-		t.Fatalf("fresh owners %+v and %+v: want distinct 128-bit ids of this process", a, b)
-	}
-	withOwner := dblock.WithOwner(ctx, "worker-1")
-	o, err := dblock.OwnerFor(withOwner)
-	if err != nil || o.ID != "worker-1" || o.Host != dblock.ProcessHost() {
-		t.Fatalf("WithOwner: %+v, %v", o, err)
-	}
-	for _, id := range []string{"", strings.Repeat("i", dblock.MaxOwnerIDLength+1), "\xff"} {
-		if _, err := dblock.OwnerFor(dblock.WithOwner(ctx, id)); !errors.Is(err, dblock.ErrInvalidOption) {
-			t.Errorf("owner id %q: %v, want ErrInvalidOption", id, err)
-		}
-	}
-}
-
-// The driver error values below are what pgx and go-sql-driver return for
-// these server errors; classification reads only their codes.
-func TestClassifyError(t *testing.T) {
-	cases := []struct {
-		err  error
-		want dblock.ErrorClass
-	}{
-		{&pgconn.PgError{Code: "40001"}, dblock.ClassContention},
-		{&pgconn.PgError{Code: "40P01"}, dblock.ClassContention},
-		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "23505"}), dblock.ClassContention},
-		{&pgconn.PgError{Code: "55P03"}, dblock.ClassLockUnavailable},
-		{&pgconn.PgError{Code: "42P01"}, dblock.ClassMissingTable},
-		{&pgconn.PgError{Code: "42601"}, dblock.ClassOther},
-		{&mysql.MySQLError{Number: 1213}, dblock.ClassContention},
-		{&mysql.MySQLError{Number: 1205}, dblock.ClassContention},
-		{&mysql.MySQLError{Number: 3572}, dblock.ClassLockUnavailable},
-		{&mysql.MySQLError{Number: 1146}, dblock.ClassMissingTable},
-		{&mysql.MySQLError{Number: 4089}, dblock.ClassMissingTable},
-		{&mysql.MySQLError{Number: 1064}, dblock.ClassOther},
-		{errors.New("sql: database is closed"), dblock.ClassClosed},
-		{nil, dblock.ClassOther},
-	}
-	for _, c := range cases {
-		if got := dblock.ClassifyError(c.err); got != c.want {
-			t.Errorf("ClassifyError(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
-	err := dblock.WrapDBError("acquire", &pgconn.PgError{Code: "42P01"})
-	if !errors.Is(err, dblock.ErrSchemaMissing) || !strings.Contains(err.Error(), "migrations.Up") {
-		t.Errorf("missing table: %v", err)
-	}
-}
-
-func TestParseDialect(t *testing.T) {
-	for in, want := range map[string]dblock.Dialect{"postgres": dblock.Postgres, "PostgreSQL": dblock.Postgres, "mysql": dblock.MySQL, "mariadb": dblock.MySQL} {
-		if got, err := dblock.ParseDialect(in); err != nil || got != want {
-			t.Errorf("ParseDialect(%q) = %v, %v", in, got, err)
-		}
-	}
-	if _, err := dblock.ParseDialect("oracle"); !errors.Is(err, dblock.ErrUnknownDialect) {
-		t.Errorf("oracle: %v", err)
-	}
-	if _, err := dblock.DetectDialect(nil); !errors.Is(err, dblock.ErrInvalidDB) {
-		t.Errorf("nil db: %v", err)
-	}
+func TestMain(m *testing.M) {
+	// Do starts no goroutines; the locks it takes stop theirs on Release.
+	testdb.Main(m)
 }
 
 func TestDoBadInput(t *testing.T) {
-	if err := dblock.Do(context.Background(), nil, "x", func(context.Context) error { return nil }); !errors.Is(err, dblock.ErrInvalidOption) {
+	ok := func(context.Context) error { return nil }
+	if err := dblock.Do(t.Context(), nil, "x", ok); !errors.Is(err, dblock.ErrInvalidOption) {
 		t.Errorf("nil locker: %v", err)
 	}
 }
 
-func TestResolveDialect(t *testing.T) {
-	pg, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
+func TestOwnerFromContext(t *testing.T) {
+	if o, ok := dblock.OwnerFromContext(t.Context()); ok {
+		t.Fatalf("a bare context carries owner %+v", o)
 	}
-	defer pg.Close()
-	my, err := sql.Open("mysql", "nobody@tcp(127.0.0.1:1)/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer my.Close()
-	cases := []struct {
-		db       *sql.DB
-		explicit dblock.Dialect
-		want     dblock.Dialect
-		err      error
-	}{
-		{pg, "", dblock.Postgres, nil},
-		{my, "", dblock.MySQL, nil},
-		{pg, dblock.Postgres, dblock.Postgres, nil},
-		{my, dblock.Postgres, "", dblock.ErrUnknownDialect},
-		{pg, dblock.MySQL, "", dblock.ErrUnknownDialect},
-		{nil, "", "", dblock.ErrInvalidDB},
-	}
-	for i, c := range cases {
-		got, err := dblock.ResolveDialect(c.db, c.explicit)
-		if got != c.want || !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
-			t.Errorf("case %d: ResolveDialect(%q) = %q, %v; want %q, %v", i, c.explicit, got, err, c.want, c.err)
-		}
-	}
-}
-
-func TestRetryContention(t *testing.T) {
-	deadlock := &pgconn.PgError{Code: "40P01"}
-	calls := 0
-	err := dblock.RetryContention(context.Background(), func() error {
-		if calls++; calls < 3 {
-			return deadlock
-		}
-		return nil
-	})
-	if err != nil || calls != 3 {
-		t.Errorf("two deadlocks then success: err %v after %d calls, want nil after 3", err, calls)
-	}
-	calls = 0
-	syntax := &pgconn.PgError{Code: "42601"}
-	if err := dblock.RetryContention(context.Background(), func() error { calls++; return syntax }); err != syntax || calls != 1 {
-		t.Errorf("other error: %v after %d calls, want it after 1", err, calls)
-	}
-	calls = 0
-	if err := dblock.RetryContention(context.Background(), func() error { calls++; return deadlock }); err != deadlock || calls != dblock.MaxContentionRetries+1 {
-		t.Errorf("endless deadlocks: %v after %d calls, want the deadlock after %d", err, calls, dblock.MaxContentionRetries+1)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	calls = 0
-	if err := dblock.RetryContention(ctx, func() error { calls++; return deadlock }); err != deadlock || calls != 1 {
-		t.Errorf("canceled context: %v after %d calls, want 1 call", err, calls)
+	o, ok := dblock.OwnerFromContext(dblock.WithOwner(t.Context(), "worker-1"))
+	if !ok || o.ID != "worker-1" || o.Host == "" {
+		t.Fatalf("WithOwner(worker-1) carries %+v, %v", o, ok)
 	}
 }

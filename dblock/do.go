@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
+
+// releaseTimeout bounds Do's release after ctx has ended.
+const releaseTimeout = 10 * time.Second
 
 // Do acquires name with l (waiting as Acquire does), runs fn with the lock's
 // context, and releases the lock. fn's context is canceled when the lock is

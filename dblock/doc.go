@@ -1,13 +1,14 @@
 // Package dblock is the contract of sqllock: the Locker and Lock interfaces,
 // acquisition options, sentinel errors, the owner identity that makes locks
-// reentrant, SQL dialect detection and the helpers built on any Locker (Do).
+// reentrant, and Do, which runs a function under a lock. It imports no
+// driver and no scheduler.
 //
 // The implementations live in their own packages: rowlock (a lease row in a
 // lock table, with fencing tokens) and forupdate (a row locked by an open
 // transaction). Code that only needs "run this under a lock" depends on
-// dblock alone and receives a Locker: Do runs a function under a lock,
-// CronGuard makes each tick of a robfig/cron job run on one replica, and
-// Leader runs a function on one replica at a time (leader election).
+// dblock alone and receives a Locker. Built on any Locker: package leader
+// (leader election), cronguard (each tick of a robfig/cron job on one
+// replica) and gocronlock (the same for gocron).
 //
 // # Owners and reentrancy
 //

@@ -27,7 +27,7 @@ func ExampleDo() {
 		panic(err)
 	}
 	defer db.Close()
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		panic(err)
 	}
 	locker, err := rowlock.New(db)

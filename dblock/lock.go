@@ -26,6 +26,10 @@ type Lock interface {
 	// holders, never reused. Reentrant holds share the token.
 	Token() int64
 
+	// Owner is who holds the lock: the owner Acquire's context carried, or
+	// the fresh one made for it. Reentrant holds share the owner.
+	Owner() Owner
+
 	// Context carries the holder's owner (so Acquire with it re-enters) and
 	// the values of the context Acquire was called with. It is canceled when
 	// the lock is released or lost, never by the Acquire context.

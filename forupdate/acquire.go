@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // cleanupTimeout bounds the statements run after the caller's context
@@ -77,8 +78,8 @@ func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dbl
 			draws++
 			continue
 		case err != nil:
-			switch dblock.ClassifyError(err) {
-			case dblock.ClassLockUnavailable, dblock.ClassContention:
+			switch lockkit.ClassifyError(err) {
+			case lockkit.ClassLockUnavailable, lockkit.ClassContention:
 				// NOWAIT's answer, a deadlock, or a lock wait timeout (the
 				// server's, or the bound of a MySQL waiting statement):
 				// taken, or try again, waiting.
@@ -106,7 +107,7 @@ func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dbl
 				if ctx.Err() != nil {
 					return nil, false, errors.Join(dblock.ErrNotAcquired, ctx.Err())
 				}
-				if dblock.ClassifyError(err) == dblock.ClassContention {
+				if lockkit.ClassifyError(err) == lockkit.ClassContention {
 					continue
 				}
 				return nil, false, l.acquireError(ctx, key.name, err)
@@ -131,7 +132,7 @@ func (l *Locker) conn(ctx context.Context) (*sql.Conn, error) {
 		return nil, fmt.Errorf("%w within %v (pool: MaxOpenConns %d, %d in use; each held or awaited forupdate lock keeps one): %w",
 			ErrNoConnection, l.cfg.connTimeout, s.MaxOpenConnections, s.InUse, err)
 	}
-	return nil, dblock.WrapDBError("forupdate: connect", err)
+	return nil, lockkit.WrapDBError("forupdate: connect", err)
 }
 
 // endSession returns conn to the pool in the state it was taken in, or has
@@ -215,5 +216,5 @@ func (l *Locker) acquireError(ctx context.Context, name string, err error) error
 	if ctx.Err() != nil {
 		return errors.Join(dblock.ErrNotAcquired, ctx.Err())
 	}
-	return dblock.WrapDBError(fmt.Sprintf("forupdate: acquire %q", name), err)
+	return lockkit.WrapDBError(fmt.Sprintf("forupdate: acquire %q", name), err)
 }

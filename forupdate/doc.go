@@ -99,9 +99,9 @@
 // dblock.TTL bounds how long the server keeps a silent holder's session;
 // dblock.Note is ignored. dblock.Fair and dblock.MinHold are refused with
 // dblock.ErrInvalidOption: the database orders the waiters, and the lock
-// cannot outlive its transaction. Locker.CheckOptions (dblock.OptionChecker)
-// tells so without I/O, and Locker.KeepsNames (dblock.NameKeeper) that
-// every name keeps its row: dblock.CronGuard and gocronlock ask both when
+// cannot outlive its transaction. Locker.CheckOptions (lockkit.OptionChecker)
+// tells so without I/O, and Locker.KeepsNames (lockkit.NameKeeper) that
+// every name keeps its row: cronguard and gocronlock ask both when
 // they are built and refuse their defaults (a MinHold, and a new name per
 // tick) over this Locker, which serializes jobs but cannot deduplicate
 // their runs across replicas; use rowlock for those.

@@ -19,7 +19,7 @@ func Example() {
 	db := testdb.ExampleDB()
 	defer db.Close()
 	// Once, at deploy time or start-up; safe to run on every replica.
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		panic(err)
 	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS example_runs (job text, token bigint)`); err != nil {

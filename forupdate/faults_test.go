@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -312,7 +313,7 @@ func TestContentionOnBrokenConnection(t *testing.T) {
 			case errors.Is(err, dblock.ErrNotAcquired):
 				t.Fatalf("Acquire = %v, want the connection's error, not ErrNotAcquired", err)
 			}
-			if c := dblock.ClassifyError(err); c == dblock.ClassContention || c == dblock.ClassLockUnavailable {
+			if c := lockkit.ClassifyError(err); c == lockkit.ClassContention || c == lockkit.ClassLockUnavailable {
 				t.Fatalf("Acquire = %v: contention reached the user", err)
 			}
 		})

@@ -278,7 +278,7 @@ func TestReentrancy(t *testing.T) {
 			if inner.Token() != outer.Token() || inner.Tx() != outer.Tx() {
 				t.Fatal("re-entry got another token or transaction")
 			}
-			try, err := l.TryAcquire(dblock.ContextWithOwner(ctx, outer.Owner()), name)
+			try, err := l.TryAcquire(dblock.WithOwner(ctx, outer.Owner().ID), name)
 			if err != nil {
 				t.Fatalf("TryAcquire by the owner: %v", err)
 			}

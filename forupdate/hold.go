@@ -65,7 +65,7 @@ func (h *hold) enter(ctx context.Context) *Lock {
 	}
 	// The lock outlives Acquire's context but keeps its values, and
 	// carries the owner so that acquiring with it re-enters.
-	base := dblock.ContextWithOwner(context.WithoutCancel(ctx), h.key.owner)
+	base := dblock.WithOwner(context.WithoutCancel(ctx), h.key.owner.ID)
 	kctx, cancel := context.WithCancelCause(base)
 	k := &Lock{h: h, ctx: kctx, cancel: cancel}
 	h.handles[k] = struct{}{}

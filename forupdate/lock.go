@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // Lock is one hold of a lock taken by a Locker: the row lock of an open
@@ -85,7 +86,7 @@ func (k *Lock) Tx() *sql.Tx { return k.h.tx }
 // error otherwise. A ping cut short by ctx may cut the connection, and
 // with it the lock, which the next background ping then reports.
 func (k *Lock) Refresh(ctx context.Context) error {
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return fmt.Errorf("forupdate: Refresh: %w", err)
 	}
 	k.mu.Lock()
@@ -134,7 +135,7 @@ func (k *Lock) Rollback(ctx context.Context) error { return k.end(ctx, false) }
 
 func (k *Lock) end(ctx context.Context, commit bool) error {
 	// Checked before anything changes: a bad call must leave the lock held.
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return fmt.Errorf("forupdate: release: %w", err)
 	}
 	h, l := k.h, k.h.l
@@ -211,7 +212,7 @@ func (h *hold) finish(ctx context.Context, commit bool) error {
 	case !commit:
 		if rbErr := h.rollback(); rbErr != nil {
 			clean = false
-			err = dblock.WrapDBError(fmt.Sprintf("forupdate: rollback %q", h.key.name), rbErr)
+			err = lockkit.WrapDBError(fmt.Sprintf("forupdate: rollback %q", h.key.name), rbErr)
 		}
 	case rollbackOnly || ctx.Err() != nil:
 		rbErr := h.rollback()
@@ -246,7 +247,7 @@ func (h *hold) commit(ctx context.Context) (clean bool, err error) {
 	case h.l.d.rolledBack(err):
 		return true, fmt.Errorf("%w: %q: %w: %w", dblock.ErrLockLost, name, ErrRolledBack, errTxAborted)
 	}
-	return false, dblock.WrapDBError(fmt.Sprintf("forupdate: release %q: commit", name), err)
+	return false, lockkit.WrapDBError(fmt.Sprintf("forupdate: release %q: commit", name), err)
 }
 
 // rollback ends the transaction; a transaction already ended is not an

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // Locker takes locks that are row locks held by open transactions. It is
@@ -36,9 +37,9 @@ type holdKey struct {
 }
 
 var (
-	_ dblock.Locker        = (*Locker)(nil)
-	_ dblock.OptionChecker = (*Locker)(nil)
-	_ dblock.NameKeeper    = (*Locker)(nil)
+	_ dblock.Locker         = (*Locker)(nil)
+	_ lockkit.OptionChecker = (*Locker)(nil)
+	_ lockkit.NameKeeper    = (*Locker)(nil)
 )
 
 // New returns a Locker over db, whose table (DefaultTable) must have been
@@ -58,7 +59,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		}
 		opt(&cfg)
 	}
-	d, err := dblock.ResolveDialect(db, cfg.dialect)
+	d, err := lockkit.ResolveDialect(db, cfg.dialect)
 	if err != nil {
 		return nil, fmt.Errorf("forupdate: %w", err)
 	}
@@ -186,14 +187,14 @@ func prepare(ctx context.Context, name string, opts []dblock.Option) (dblock.Opt
 	if ctx == nil {
 		return dblock.Options{}, dblock.Owner{}, &dblock.OptionError{Option: "ctx", Reason: "nil context"}
 	}
-	if err := dblock.ValidateName(name); err != nil {
+	if err := lockkit.ValidateName(name); err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
 	}
 	o, err := resolveOptions(opts)
 	if err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
 	}
-	owner, err := dblock.OwnerFor(ctx)
+	owner, err := lockkit.OwnerFor(ctx)
 	if err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
 	}
@@ -205,8 +206,8 @@ func prepare(ctx context.Context, name string, opts []dblock.Option) (dblock.Opt
 
 // CheckOptions reports, without I/O, whether Acquire and TryAcquire accept
 // opts: they refuse dblock.Fair and a positive dblock.MinHold, besides what
-// dblock.ResolveOptions refuses. Errors wrap dblock.ErrInvalidOption. It
-// lets code handed a Locker (dblock.CronGuard, gocronlock) refuse a
+// lockkit.ResolveOptions refuses. Errors wrap dblock.ErrInvalidOption. It
+// lets code handed a Locker (cronguard, gocronlock) refuse a
 // configuration when it is built rather than at every run.
 func (l *Locker) CheckOptions(opts ...dblock.Option) error {
 	_, err := resolveOptions(opts)
@@ -215,12 +216,12 @@ func (l *Locker) CheckOptions(opts ...dblock.Option) error {
 
 // KeepsNames is true: every name locked keeps its row in the table for
 // good (see the package doc), so code that makes up a name per run
-// (dblock.CronGuard's per-tick names) refuses this Locker.
+// (cronguard's per-tick names) refuses this Locker.
 func (l *Locker) KeepsNames() bool { return true }
 
 // resolveOptions resolves opts and refuses those forupdate cannot honour.
 func resolveOptions(opts []dblock.Option) (dblock.Options, error) {
-	o, err := dblock.ResolveOptions(opts...)
+	o, err := lockkit.ResolveOptions(opts...)
 	if err != nil {
 		return dblock.Options{}, err
 	}

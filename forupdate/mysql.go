@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
@@ -236,7 +236,7 @@ func (m *mysql) draw(ctx context.Context, c lockCall, q *mySQL) (int64, error) {
 			return token, nil
 		}
 	}
-	if dblock.ClassifyError(err) == dblock.ClassContention {
+	if lockkit.ClassifyError(err) == lockkit.ClassContention {
 		return 0, fmt.Errorf("%w: %w", errDrawContention, err)
 	}
 	return 0, err

@@ -7,23 +7,24 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/leader"
 )
 
 // ErrNotLeader is what Elector.IsLeader returns on replicas that do not lead.
 var ErrNotLeader = errors.New("gocronlock: not the leader")
 
-// Elector implements gocron.Elector with a dblock.Leader: the replica holding
-// the lock leads and runs the jobs.
+// Elector implements gocron.Elector with a leader.Leader: the replica
+// holding the lock leads and runs the jobs.
 type Elector struct {
-	leader *dblock.Leader
+	leader *leader.Leader
 }
 
 var _ gocron.Elector = (*Elector)(nil)
 
 // NewElector returns an Elector campaigning for the lock name with l. Call
-// Run to campaign. Errors as dblock.NewLeader.
-func NewElector(l dblock.Locker, name string, opts ...dblock.LeaderOption) (*Elector, error) {
-	ld, err := dblock.NewLeader(l, name, nil, opts...)
+// Run to campaign. The options and errors are leader.New's.
+func NewElector(l dblock.Locker, name string, opts ...leader.Option) (*Elector, error) {
+	ld, err := leader.New(l, name, nil, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +32,7 @@ func NewElector(l dblock.Locker, name string, opts ...dblock.LeaderOption) (*Ele
 }
 
 // Run campaigns and holds the leadership until ctx ends; it returns
-// ctx.Err() then, with the lock released (see dblock.Leader.Run). Run it in
+// ctx.Err() then, with the lock released (see leader.Leader.Run). Run it in
 // a goroutine for as long as the scheduler runs, and wait for it on shutdown.
 func (e *Elector) Run(ctx context.Context) error { return e.leader.Run(ctx) }
 
@@ -44,5 +45,5 @@ func (e *Elector) IsLeader(context.Context) error {
 	return ErrNotLeader
 }
 
-// Leader is the underlying dblock.Leader, for its Lock (fencing token).
-func (e *Elector) Leader() *dblock.Leader { return e.leader }
+// Leader is the underlying leader.Leader, for its Lock (fencing token).
+func (e *Elector) Leader() *leader.Leader { return e.leader }

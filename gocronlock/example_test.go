@@ -7,9 +7,9 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 
-	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/gocronlock"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/leader"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -20,7 +20,7 @@ func ExampleLocker() {
 	ctx := context.Background()
 	db := testdb.ExampleDB()
 	defer db.Close()
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		panic(err)
 	}
 	locker, err := rowlock.New(db)
@@ -64,7 +64,7 @@ func ExampleElector() {
 	ctx := context.Background()
 	db := testdb.ExampleDB()
 	defer db.Close()
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		panic(err)
 	}
 	locker, err := rowlock.New(db)
@@ -74,7 +74,7 @@ func ExampleElector() {
 	defer locker.Close()
 
 	elector, err := gocronlock.NewElector(locker, fmt.Sprintf("example/leader-%d", time.Now().UnixNano()),
-		dblock.LeaderTTL(10*time.Second))
+		leader.WithTTL(10*time.Second))
 	if err != nil {
 		panic(err)
 	}

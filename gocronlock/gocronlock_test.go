@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/sqllock/sqllock/forupdate"
 	"github.com/sqllock/sqllock/gocronlock"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/leader"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -109,55 +111,62 @@ func (u firingUnlock) Unlock(ctx context.Context) error {
 
 // TestLockerThreeSchedulersRunEachTickOnce: three gocron schedulers, each
 // with its own Locker and a clock skewed by 0, +300 ms or -300 ms, run an
-// every-second cron job; each tick runs exactly once.
+// every-second cron job; each tick runs exactly once. The job's name is
+// short, or longer than a lock name may be: gocron names jobs after their
+// function, and a long name must run too, once per tick.
 func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 	const duration = 4 * time.Second
 	skews := []time.Duration{0, 300 * time.Millisecond, -300 * time.Millisecond}
 	for _, tg := range testdb.Targets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			t.Parallel()
-			job := testdb.Name(t)
-			var mu sync.Mutex
-			fired, ran := map[time.Time]int{}, map[time.Time]int{}
-			var schedulers []gocron.Scheduler
-			for _, skew := range skews {
-				clock := skewedClock{Clock: clockwork.NewRealClock(), skew: skew}
-				locker, err := gocronlock.NewLocker(newRowLocker(t, tg.DB))
-				if err != nil {
-					t.Fatal(err)
+		for _, long := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/long=%v", tg.Name, long), func(t *testing.T) {
+				t.Parallel()
+				job := testdb.Name(t)
+				if long {
+					job += "/" + strings.Repeat("é", dblock.MaxNameLength)
 				}
-				firing := &firingLocker{
-					Locker: locker,
-					// The tick by the replica's own clock, independent of
-					// the Locker's attribution.
-					tick: func() time.Time { return clock.Now().Round(time.Second).UTC() },
-					fire: func(tick time.Time) { mu.Lock(); fired[tick]++; mu.Unlock() },
+				var mu sync.Mutex
+				fired, ran := map[time.Time]int{}, map[time.Time]int{}
+				var schedulers []gocron.Scheduler
+				for _, skew := range skews {
+					clock := skewedClock{Clock: clockwork.NewRealClock(), skew: skew}
+					locker, err := gocronlock.NewLocker(newRowLocker(t, tg.DB))
+					if err != nil {
+						t.Fatal(err)
+					}
+					firing := &firingLocker{
+						Locker: locker,
+						// The tick by the replica's own clock, independent of
+						// the Locker's attribution.
+						tick: func() time.Time { return clock.Now().Round(time.Second).UTC() },
+						fire: func(tick time.Time) { mu.Lock(); fired[tick]++; mu.Unlock() },
+					}
+					s := newScheduler(t, gocron.WithClock(clock), gocron.WithDistributedLocker(firing))
+					_, err = s.NewJob(gocron.CronJob("* * * * * *", true), gocron.NewTask(func() {
+						tick := firing.firedTick() // set by Lock, which holds firing.running
+						mu.Lock()
+						ran[tick]++
+						mu.Unlock()
+					}), gocron.WithName(job))
+					if err != nil {
+						t.Fatal(err)
+					}
+					schedulers = append(schedulers, s)
 				}
-				s := newScheduler(t, gocron.WithClock(clock), gocron.WithDistributedLocker(firing))
-				_, err = s.NewJob(gocron.CronJob("* * * * * *", true), gocron.NewTask(func() {
-					tick := firing.firedTick() // set by Lock, which holds firing.running
-					mu.Lock()
-					ran[tick]++
-					mu.Unlock()
-				}), gocron.WithName(job))
-				if err != nil {
-					t.Fatal(err)
+				for _, s := range schedulers {
+					s.Start()
 				}
-				schedulers = append(schedulers, s)
-			}
-			for _, s := range schedulers {
-				s.Start()
-			}
-			time.Sleep(duration)
-			for _, s := range schedulers {
-				if err := s.Shutdown(); err != nil { // waits for running jobs
-					t.Fatal(err)
+				time.Sleep(duration)
+				for _, s := range schedulers {
+					if err := s.Shutdown(); err != nil { // waits for running jobs
+						t.Fatal(err)
+					}
 				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			testdb.CheckEachTickOnce(t, fired, ran, len(skews), int(duration/time.Second)-2)
-		})
+				mu.Lock()
+				defer mu.Unlock()
+				testdb.CheckEachTickOnce(t, fired, ran, len(skews), int(duration/time.Second)-2)
+			})
+		}
 	}
 }
 
@@ -169,11 +178,11 @@ func TestElectorOnlyLeaderRuns(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			var runsA, runsB atomic.Int32
-			electorA, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, dblock.LeaderTTL(time.Second))
+			electorA, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, leader.WithTTL(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
-			electorB, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, dblock.LeaderTTL(time.Second))
+			electorB, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, leader.WithTTL(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,8 +285,8 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 			}
 			_ = next.Unlock(ctx)
 
-			if _, err := x.Lock(ctx, strings.Repeat("k", dblock.MaxNameLength)); !errors.Is(err, dblock.ErrInvalidName) {
-				t.Fatalf("over-long key: %v, want ErrInvalidName", err)
+			if _, err := x.Lock(ctx, "nul\x00key"); !errors.Is(err, dblock.ErrInvalidName) {
+				t.Fatalf("key with NUL: %v, want ErrInvalidName", err)
 			}
 		})
 	}

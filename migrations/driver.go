@@ -14,6 +14,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/database/multistmt"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // driver is a golang-migrate database.Driver over one *sql.Conn of the
@@ -93,7 +94,7 @@ func (d *driver) ensureTable() (err error) {
 		}
 	}()
 	if _, err := d.conn.ExecContext(d.ctx, d.dialect.createTable); err != nil {
-		return dblock.WrapDBError("create "+MigrationsTable, err)
+		return lockkit.WrapDBError("create "+MigrationsTable, err)
 	}
 	return nil
 }

@@ -18,5 +18,5 @@ const LockKey = lockKey
 
 // MigrateTo moves the schema to version, up or down.
 func MigrateTo(ctx context.Context, db *sql.DB, d dblock.Dialect, version uint) error {
-	return run(ctx, db, d, func(m *migrate.Migrate) error { return m.Migrate(version) })
+	return run(ctx, db, []Option{WithDialect(d)}, func(m *migrate.Migrate) error { return m.Migrate(version) })
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // MigrationsTable records which of sqllock's migrations have run.
@@ -54,22 +55,33 @@ func Files(d dblock.Dialect) (fs.FS, error) {
 	return fs.Sub(files, string(d))
 }
 
+// Option configures Up, Down and Version.
+type Option func(*config)
+
+type config struct{ dialect dblock.Dialect }
+
+// WithDialect sets the SQL dialect of db. Default: detected from db's
+// driver (pgx, lib/pq, go-sql-driver/mysql), as rowlock.New does; give it
+// for another driver. A dialect that contradicts the driver is
+// dblock.ErrUnknownDialect.
+func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect = d } }
+
 // Up creates or upgrades sqllock's tables to Latest. Running it again is a
 // no-op; concurrent calls (from several replicas starting at once) are
 // serialized by a database lock.
-func Up(ctx context.Context, db *sql.DB, d dblock.Dialect) error {
-	return run(ctx, db, d, func(m *migrate.Migrate) error { return m.Up() })
+func Up(ctx context.Context, db *sql.DB, opts ...Option) error {
+	return run(ctx, db, opts, func(m *migrate.Migrate) error { return m.Up() })
 }
 
 // Down drops sqllock's tables, and every lock and waiter in them.
-func Down(ctx context.Context, db *sql.DB, d dblock.Dialect) error {
-	return run(ctx, db, d, func(m *migrate.Migrate) error { return m.Down() })
+func Down(ctx context.Context, db *sql.DB, opts ...Option) error {
+	return run(ctx, db, opts, func(m *migrate.Migrate) error { return m.Down() })
 }
 
 // Version reports the schema version (0 when nothing has run) and whether
 // the last migration failed half-way (dirty).
-func Version(ctx context.Context, db *sql.DB, d dblock.Dialect) (version uint, dirty bool, err error) {
-	err = run(ctx, db, d, func(m *migrate.Migrate) error {
+func Version(ctx context.Context, db *sql.DB, opts ...Option) (version uint, dirty bool, err error) {
+	err = run(ctx, db, opts, func(m *migrate.Migrate) error {
 		version, dirty, err = m.Version()
 		if errors.Is(err, migrate.ErrNilVersion) {
 			version, dirty, err = 0, false, nil
@@ -79,12 +91,20 @@ func Version(ctx context.Context, db *sql.DB, d dblock.Dialect) (version uint, d
 	return version, dirty, err
 }
 
-func run(ctx context.Context, db *sql.DB, d dblock.Dialect, step func(*migrate.Migrate) error) (err error) {
-	if db == nil {
-		return fmt.Errorf("migrations: %w: nil *sql.DB", dblock.ErrInvalidDB)
+func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migrate) error) (err error) {
+	var cfg config
+	for _, opt := range opts {
+		if opt == nil {
+			return fmt.Errorf("migrations: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
+		}
+		opt(&cfg)
 	}
-	if !d.Valid() {
-		return fmt.Errorf("migrations: %w: %q", dblock.ErrUnknownDialect, d)
+	if err := lockkit.CheckContext(ctx); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	d, err := lockkit.ResolveDialect(db, cfg.dialect)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
 	}
 	src, err := iofs.New(files, string(d))
 	if err != nil {
@@ -92,7 +112,7 @@ func run(ctx context.Context, db *sql.DB, d dblock.Dialect, step func(*migrate.M
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("migrations: %w", dblock.WrapDBError("connect", err))
+		return fmt.Errorf("migrations: %w", lockkit.WrapDBError("connect", err))
 	}
 	// The connection goes back to the caller's pool however we leave, and
 	// never holding the migration lock (see lockTimeout).

@@ -51,7 +51,7 @@ func TestUpDownVersion(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			db, _ := isolated(t, tg)
-			if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != 0 || dirty {
+			if v, dirty, err := migrations.Version(ctx, db); err != nil || v != 0 || dirty {
 				t.Fatalf("Version before Up = %d %v %v, want 0", v, dirty, err)
 			}
 
@@ -62,17 +62,17 @@ func TestUpDownVersion(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					errs[i] = migrations.Up(ctx, db, tg.Dialect)
+					errs[i] = migrations.Up(ctx, db)
 				}()
 			}
 			wg.Wait()
 			if err := errors.Join(errs...); err != nil {
 				t.Fatalf("concurrent Up: %v", err)
 			}
-			if err := migrations.Up(ctx, db, tg.Dialect); err != nil {
+			if err := migrations.Up(ctx, db); err != nil {
 				t.Fatalf("Up again: %v", err)
 			}
-			if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != migrations.Latest || dirty {
+			if v, dirty, err := migrations.Version(ctx, db); err != nil || v != migrations.Latest || dirty {
 				t.Fatalf("Version after Up = %d %v %v, want %d", v, dirty, err, migrations.Latest)
 			}
 			// PostgreSQL keeps forupdate's token counter in a sequence,
@@ -88,13 +88,13 @@ func TestUpDownVersion(t *testing.T) {
 			if inUse := db.Stats().InUse; inUse != 0 {
 				t.Fatalf("%d connections left checked out", inUse)
 			}
-			if err := migrations.Down(ctx, db, tg.Dialect); err != nil {
+			if err := migrations.Down(ctx, db); err != nil {
 				t.Fatalf("Down: %v", err)
 			}
 			if n := tableCount(t, db, tg.Dialect); n != 0 {
 				t.Fatalf("%d dblock_ tables after Down", n)
 			}
-			if v, _, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != 0 {
+			if v, _, err := migrations.Version(ctx, db); err != nil || v != 0 {
 				t.Fatalf("Version after Down = %d, %v", v, err)
 			}
 			if inUse := db.Stats().InUse; inUse != 0 {
@@ -252,11 +252,11 @@ func TestAppHistoryUntouched(t *testing.T) {
 				t.Fatalf("application's state before sqllock: %s, want %s", got, want)
 			}
 
-			if err := migrations.Up(ctx, db, tg.Dialect); err != nil {
+			if err := migrations.Up(ctx, db); err != nil {
 				t.Fatalf("Up: %v", err)
 			}
 			assertPoolClean(t, tg, db, "Up")
-			if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != migrations.Latest || dirty {
+			if v, dirty, err := migrations.Version(ctx, db); err != nil || v != migrations.Latest || dirty {
 				t.Fatalf("Version after Up = %d %v %v, want %d", v, dirty, err, migrations.Latest)
 			}
 			assertPoolClean(t, tg, db, "Version")
@@ -267,11 +267,11 @@ func TestAppHistoryUntouched(t *testing.T) {
 				t.Fatalf("golang-migrate reports the application at %d dirty=%v after sqllock's Up, want 1", v, dirty)
 			}
 
-			if err := migrations.Down(ctx, db, tg.Dialect); err != nil {
+			if err := migrations.Down(ctx, db); err != nil {
 				t.Fatalf("Down: %v", err)
 			}
 			assertPoolClean(t, tg, db, "Down")
-			if v, _, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != 0 {
+			if v, _, err := migrations.Version(ctx, db); err != nil || v != 0 {
 				t.Fatalf("Version after Down = %d, %v", v, err)
 			}
 			if got := appState(t, db); got != want {
@@ -323,7 +323,7 @@ func TestConcurrentUpFreshSchema(t *testing.T) {
 					for i := range errs {
 						wg.Go(func() {
 							<-start
-							errs[i] = migrations.Up(ctx, db, tg.Dialect)
+							errs[i] = migrations.Up(ctx, db)
 						})
 					}
 					close(start)
@@ -333,7 +333,7 @@ func TestConcurrentUpFreshSchema(t *testing.T) {
 							t.Errorf("replica %d: Up: %v", i, err)
 						}
 					}
-					if v, dirty, err := migrations.Version(ctx, db, tg.Dialect); err != nil || v != migrations.Latest || dirty {
+					if v, dirty, err := migrations.Version(ctx, db); err != nil || v != migrations.Latest || dirty {
 						t.Fatalf("Version after concurrent Up = %d dirty=%v %v, want %d", v, dirty, err, migrations.Latest)
 					}
 					want := map[dblock.Dialect]int{dblock.Postgres: 4, dblock.MySQL: 5}[tg.Dialect]
@@ -352,19 +352,29 @@ func TestConcurrentUpFreshSchema(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
-	if err := migrations.Up(ctx, nil, dblock.Postgres); !errors.Is(err, dblock.ErrInvalidDB) {
+	if err := migrations.Up(ctx, nil); !errors.Is(err, dblock.ErrInvalidDB) {
 		t.Errorf("nil db: %v", err)
 	}
 	tg := testdb.Targets(t)[0]
-	if err := migrations.Up(ctx, tg.DB, "oracle"); !errors.Is(err, dblock.ErrUnknownDialect) {
+	if err := migrations.Up(ctx, tg.DB, migrations.WithDialect("oracle")); !errors.Is(err, dblock.ErrUnknownDialect) {
 		t.Errorf("unknown dialect: %v", err)
+	}
+	other := dblock.MySQL
+	if tg.Dialect == dblock.MySQL {
+		other = dblock.Postgres
+	}
+	if err := migrations.Up(ctx, tg.DB, migrations.WithDialect(other)); !errors.Is(err, dblock.ErrUnknownDialect) {
+		t.Errorf("dialect %s on a %s driver: %v, want ErrUnknownDialect", other, tg.Dialect, err)
+	}
+	if err := migrations.Up(ctx, tg.DB, nil); !errors.Is(err, dblock.ErrInvalidOption) {
+		t.Errorf("nil option: %v, want ErrInvalidOption", err)
 	}
 	if _, err := migrations.Files("oracle"); !errors.Is(err, dblock.ErrUnknownDialect) {
 		t.Errorf("Files(oracle): %v", err)
 	}
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := migrations.Up(canceled, tg.DB, tg.Dialect); !errors.Is(err, context.Canceled) {
+	if err := migrations.Up(canceled, tg.DB); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled context: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // Table is the waiter table.
@@ -103,20 +104,20 @@ func (q *Queue) TTL() time.Duration { return q.ttl }
 // until Leave. Contention is retried until ctx ends; then the error wraps
 // ctx.Err().
 func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*Ticket, error) {
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
-	if err := dblock.ValidateName(name); err != nil {
+	if err := lockkit.ValidateName(name); err != nil {
 		return nil, err
 	}
 	t := &Ticket{q: q, name: name, owner: owner}
 	var id int64
-	err := dblock.RetryContentionUntilDone(ctx, func() (err error) {
+	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
 		id, err = q.sql.insert(ctx, q.db, name, owner, q.ttl)
 		return err
 	})
 	if err != nil {
-		return nil, dblock.WrapDBError("queue: enqueue", err)
+		return nil, lockkit.WrapDBError("queue: enqueue", err)
 	}
 	t.id.Store(id)
 	q.mu.Lock()
@@ -173,12 +174,12 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	}
 	// Deadlocks and lock waits with concurrent tries (MySQL's locking reads
 	// of this table) must not leave a waiter behind: retry them.
-	err := dblock.RetryContentionUntilDone(ctx, func() error {
+	err := lockkit.RetryContentionUntilDone(ctx, func() error {
 		_, err := q.db.ExecContext(ctx, q.sql.delete, t.ID())
 		return err
 	})
 	if err != nil {
-		return dblock.WrapDBError("queue: leave", err)
+		return lockkit.WrapDBError("queue: leave", err)
 	}
 	return nil
 }
@@ -225,7 +226,7 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 		// Contention is retried until the next beat is due.
 		beatCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
 		var alive map[int64]struct{}
-		err := dblock.RetryContentionUntilDone(beatCtx, func() (err error) {
+		err := lockkit.RetryContentionUntilDone(beatCtx, func() (err error) {
 			alive, err = q.sql.beat(beatCtx, q.db, ids, q.ttl)
 			return err
 		})
@@ -247,7 +248,7 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 			if !t.left {
 				insertCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
 				var id int64
-				err := dblock.RetryContentionUntilDone(insertCtx, func() (err error) {
+				err := lockkit.RetryContentionUntilDone(insertCtx, func() (err error) {
 					id, err = q.sql.insert(insertCtx, q.db, t.name, t.owner, q.ttl)
 					return err
 				})
@@ -265,15 +266,15 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 
 // List returns name's live waiters in queue order.
 func (q *Queue) List(ctx context.Context, name string) ([]Waiter, error) {
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
-	if err := dblock.ValidateName(name); err != nil {
+	if err := lockkit.ValidateName(name); err != nil {
 		return nil, err
 	}
 	rows, err := q.db.QueryContext(ctx, q.sql.list, name)
 	if err != nil {
-		return nil, dblock.WrapDBError("queue: list", err)
+		return nil, lockkit.WrapDBError("queue: list", err)
 	}
 	defer rows.Close()
 	var out []Waiter

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/queue"
 )
@@ -25,7 +26,7 @@ func TestQueue(t *testing.T) {
 			}
 			defer q.Close()
 			name := testdb.Name(t)
-			owners := []dblock.Owner{dblock.NewOwner(), dblock.NewOwner(), dblock.NewOwner()}
+			owners := []dblock.Owner{lockkit.NewOwner(), lockkit.NewOwner(), lockkit.NewOwner()}
 			var tickets []*queue.Ticket
 			for _, o := range owners {
 				tk, err := q.Enqueue(ctx, name, o)
@@ -85,7 +86,7 @@ func TestQueueBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Enqueue(t.Context(), "", dblock.NewOwner()); !errors.Is(err, dblock.ErrInvalidName) {
+	if _, err := q.Enqueue(t.Context(), "", lockkit.NewOwner()); !errors.Is(err, dblock.ErrInvalidName) {
 		t.Errorf("empty name: %v", err)
 	}
 }
@@ -102,7 +103,7 @@ func TestLeaveAfterClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := testdb.Name(t)
-			tk, err := q.Enqueue(ctx, name, dblock.NewOwner())
+			tk, err := q.Enqueue(ctx, name, lockkit.NewOwner())
 			if err != nil {
 				t.Fatal(err)
 			}

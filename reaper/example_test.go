@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/reaper"
@@ -18,7 +17,7 @@ func Example() {
 	ctx := context.Background()
 	db := testdb.ExampleDB()
 	defer db.Close()
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		panic(err)
 	}
 	locker, err := rowlock.New(db)

@@ -30,7 +30,7 @@ func isolated(t *testing.T, tg testdb.Target, bare bool) testdb.Target {
 	own.DB.SetMaxOpenConns(30)
 	own.DB.SetMaxIdleConns(30)
 	if !bare {
-		if err := migrations.Up(t.Context(), own.DB, own.Dialect); err != nil {
+		if err := migrations.Up(t.Context(), own.DB); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -73,7 +74,7 @@ func (c *config) validate() error {
 	case c.logger == nil:
 		err = &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"}
 	default:
-		if nameErr := dblock.ValidateName(c.lockName); nameErr != nil {
+		if nameErr := lockkit.ValidateName(c.lockName); nameErr != nil {
 			return fmt.Errorf("reaper: WithLockName: %w", nameErr)
 		}
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -180,7 +181,7 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 	}
 	// A fresh owner, so a ctx carrying an owner that holds the reaper lock
 	// cannot re-enter it and sweep beside another run.
-	guard, err := r.locker.TryAcquire(dblock.ContextWithOwner(ctx, dblock.NewOwner()), r.cfg.lockName,
+	guard, err := r.locker.TryAcquire(dblock.WithOwner(ctx, lockkit.NewOwner().ID), r.cfg.lockName,
 		dblock.Note("sqllock reaper"))
 	if errors.Is(err, dblock.ErrNotAcquired) {
 		return Result{Skipped: true}, false, nil

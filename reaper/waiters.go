@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // A waiter is dead once its heartbeat has lapsed: expires_at is in the past
@@ -45,7 +46,7 @@ func deadWaitersSQL(d dblock.Dialect) string {
 // deleteDeadWaiters deletes one batch of dead waiters and says how many.
 func deleteDeadWaiters(ctx context.Context, db *sql.DB, query string, grace time.Duration, limit int) (int, error) {
 	var n int64
-	err := dblock.RetryContention(ctx, func() error {
+	err := lockkit.RetryContention(ctx, func() error {
 		res, err := db.ExecContext(ctx, query, grace.Microseconds(), limit)
 		if err != nil {
 			return err
@@ -54,7 +55,7 @@ func deleteDeadWaiters(ctx context.Context, db *sql.DB, query string, grace time
 		return err
 	})
 	if err != nil {
-		return 0, dblock.WrapDBError("reaper: delete dead waiters", err)
+		return 0, lockkit.WrapDBError("reaper: delete dead waiters", err)
 	}
 	return int(n), nil
 }

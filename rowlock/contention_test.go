@@ -7,19 +7,20 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
 // injected is more deadlocks in a row than one round of
-// dblock.RetryContention absorbs.
-const injected = dblock.MaxContentionRetries + 5
+// lockkit.RetryContention absorbs.
+const injected = lockkit.MaxContentionRetries + 5
 
 // noContention fails the test if err carries a contention error: those must
 // never reach callers.
 func noContention(t testing.TB, what string, err error) {
 	t.Helper()
-	if dblock.ClassifyError(err) == dblock.ClassContention {
+	if lockkit.ClassifyError(err) == lockkit.ClassContention {
 		t.Fatalf("%s returned a contention error: %v", what, err)
 	}
 }
@@ -72,7 +73,7 @@ func TestContentionNeverReachesCallers(t *testing.T) {
 				noContention(t, "TryAcquire", err)
 				t.Fatalf("TryAcquire through contention = %v, want ErrNotAcquired", err)
 			}
-		}, fires: dblock.MaxContentionRetries + 1},
+		}, fires: lockkit.MaxContentionRetries + 1},
 		{name: "TryAcquire whose context ends", run: func(t *testing.T, ft faultTarget, l *rowlock.Locker, name string) {
 			// The retries pause 1, 2, 3... ms between attempts (36 ms in
 			// all): the context ends among them, and the last error is a

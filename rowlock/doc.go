@@ -32,7 +32,7 @@
 // Contention never reaches callers: deadlocks, lock wait timeouts,
 // serialization failures and unique violations between contenders (MySQL
 // 1213, 1205, 1062; PostgreSQL 40P01, 40001, 23505). A try to take a lock
-// retries them dblock.MaxContentionRetries times, and when that budget runs
+// retries them lockkit.MaxContentionRetries times, and when that budget runs
 // out it counts as not acquired: TryAcquire returns dblock.ErrNotAcquired,
 // Acquire keeps waiting. Every other statement (Release, Refresh, renewals,
 // Sweep, and the fair queue's enqueue, heartbeat and leave) retries until it

@@ -17,7 +17,7 @@ func Example() {
 	db := testdb.ExampleDB()
 	defer db.Close()
 	// Once, at deploy time or start-up; safe to run on every replica.
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		panic(err)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/queue"
 	"github.com/sqllock/sqllock/rowlock"
@@ -211,7 +212,7 @@ func TestQueueBlocksBargers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer q.Close()
-			ticket, err := q.Enqueue(ctx, name, dblock.NewOwner())
+			ticket, err := q.Enqueue(ctx, name, lockkit.NewOwner())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +231,7 @@ func TestQueueBlocksBargers(t *testing.T) {
 				t.Fatalf("fair newcomer behind a live waiter = %v, want ErrNotAcquired", err)
 			}
 			ws := waitQueued(t, l, name, 1)
-			if ws[0].ID != ticket.ID() || ws[0].Position != 1 || ws[0].OwnerHost != dblock.ProcessHost() {
+			if ws[0].ID != ticket.ID() || ws[0].Position != 1 || ws[0].OwnerHost != lockkit.ProcessHost() {
 				t.Fatalf("waiters = %+v: the canceled newcomer must be gone, the live waiter first", ws)
 			}
 			if err := ticket.Leave(ctx); err != nil {
@@ -359,7 +360,7 @@ func TestDeadWaiterIsPassedOver(t *testing.T) {
 				got <- k
 			}()
 			dead := waitQueued(t, l, name, 2)[0]
-			if dead.OwnerHost == dblock.ProcessHost() {
+			if dead.OwnerHost == lockkit.ProcessHost() {
 				t.Fatalf("queue head %+v is not the child", dead)
 			}
 			child.Kill()

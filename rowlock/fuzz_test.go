@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -46,7 +47,7 @@ func FuzzTryAcquireName(f *testing.F) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		k, err := l.TryAcquire(ctx, name)
-		if dblock.ValidateName(name) != nil {
+		if lockkit.ValidateName(name) != nil {
 			if k != nil {
 				_ = k.Release(ctx)
 				t.Fatalf("TryAcquire(%q) took an invalid name", name)

@@ -25,7 +25,7 @@ func isolated(t *testing.T, tg testdb.Target, params map[string]string) faultTar
 	t.Helper()
 	own, schema := testdb.Isolated(t, tg, "sqllock_rowlock", params)
 	own.DB.SetMaxOpenConns(20)
-	if err := migrations.Up(t.Context(), own.DB, own.Dialect); err != nil {
+	if err := migrations.Up(t.Context(), own.DB); err != nil {
 		t.Fatal(err)
 	}
 	return faultTarget{Target: own, schema: schema}

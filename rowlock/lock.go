@@ -10,7 +10,10 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
+
+var _ dblock.Lock = (*Lock)(nil)
 
 // Lock is one hold of a lock taken by a Locker. It is safe for concurrent
 // use.
@@ -51,7 +54,7 @@ func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 func (l *Locker) newLock(acquireCtx context.Context, a attempt, o dblock.Options, owner dblock.Owner, token int64, sent time.Time) *Lock {
 	// The lock outlives Acquire's context (often a timeout), but keeps its
 	// values, and carries the owner so that acquiring with it re-enters.
-	base := dblock.ContextWithOwner(context.WithoutCancel(acquireCtx), owner)
+	base := dblock.WithOwner(context.WithoutCancel(acquireCtx), owner.ID)
 	ctx, cancel := context.WithCancelCause(base)
 	renewCtx, stopRenew := context.WithCancel(context.Background())
 	k := &Lock{
@@ -114,7 +117,7 @@ func (k *Lock) Err() error {
 // then too); an error wrapping ctx.Err() or a driver error, after which the
 // lock is still held until its deadline.
 func (k *Lock) Refresh(ctx context.Context) error {
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Refresh: %w", err)
 	}
 	k.mu.Lock()
@@ -132,12 +135,12 @@ func (k *Lock) Refresh(ctx context.Context) error {
 func (k *Lock) renewOnce(ctx context.Context) error {
 	sent := clock.Now()
 	var ok bool
-	err := dblock.RetryContentionUntilDone(ctx, func() (err error) {
+	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
 		ok, err = k.l.store.renew(ctx, k.h, k.ttl)
 		return err
 	})
 	if err != nil {
-		return dblock.WrapDBError("rowlock: renew "+fmt.Sprintf("%q", k.h.name), err)
+		return lockkit.WrapDBError("rowlock: renew "+fmt.Sprintf("%q", k.h.name), err)
 	}
 	if !ok {
 		k.lose(errors.New("its row was taken over or deleted"))
@@ -227,7 +230,7 @@ func (k *Lock) lose(cause error) {
 // lease then lapses within the TTL, since renewal has stopped.
 func (k *Lock) Release(ctx context.Context) error {
 	// Checked before anything changes: a bad call must leave the lock held.
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Release: %w", err)
 	}
 	k.mu.Lock()
@@ -251,7 +254,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	loopStarted := !k.renewStart.Stop()
 
 	var ok bool
-	err := dblock.RetryContentionUntilDone(ctx, func() (err error) {
+	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
 		ok, err = k.l.store.release(ctx, k.h)
 		return err
 	})
@@ -271,7 +274,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	case lost != nil:
 		return lost
 	case err != nil:
-		return dblock.WrapDBError("rowlock: release "+fmt.Sprintf("%q", k.h.name), err)
+		return lockkit.WrapDBError("rowlock: release "+fmt.Sprintf("%q", k.h.name), err)
 	case !ok:
 		return fmt.Errorf("%w: %q: its row was taken over or deleted before release", dblock.ErrLockLost, k.h.name)
 	}
@@ -292,19 +295,19 @@ func (k *Lock) Release(ctx context.Context) error {
 // serialization error. On MySQL a failed check still holds a shared lock on
 // the row of whoever holds the lock now; roll tx back promptly.
 func (k *Lock) CheckHeld(ctx context.Context, tx *sql.Tx) error {
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: CheckHeld: %w", err)
 	}
 	if tx == nil {
 		return fmt.Errorf("rowlock: CheckHeld: %w: nil *sql.Tx", dblock.ErrInvalidOption)
 	}
 	ok, err := k.l.store.checkHeld(ctx, tx, k.h)
-	if dblock.ClassifyError(err) == dblock.ClassContention {
+	if lockkit.ClassifyError(err) == lockkit.ClassContention {
 		// The cause is text only: contention errors never reach callers.
 		return fmt.Errorf("%w: %q: hold not proven, the transaction met contention (%v)", dblock.ErrLockLost, k.h.name, err)
 	}
 	if err != nil {
-		return dblock.WrapDBError("rowlock: check "+fmt.Sprintf("%q", k.h.name), err)
+		return lockkit.WrapDBError("rowlock: check "+fmt.Sprintf("%q", k.h.name), err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %q: not held with token %d", dblock.ErrLockLost, k.h.name, k.h.token)

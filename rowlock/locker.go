@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/queue"
 )
@@ -50,7 +51,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		}
 		opt(&cfg)
 	}
-	d, err := dblock.ResolveDialect(db, cfg.dialect)
+	d, err := lockkit.ResolveDialect(db, cfg.dialect)
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
@@ -78,7 +79,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	l := &Locker{db: db, cfg: cfg, queue: q}
 	switch cfg.dialect {
 	case dblock.Postgres:
-		l.store = postgresStore{db: db, process: dblock.ProcessHost()}
+		l.store = postgresStore{db: db, process: lockkit.ProcessHost()}
 	case dblock.MySQL:
 		l.store = mysqlStore{db: db, hot: stmtcache.New(db)}
 	}
@@ -133,7 +134,7 @@ func (l *Locker) Close() error {
 // Waiters lists the live fair waiters of name in queue order: position,
 // owner, and how long each has waited by the database clock.
 func (l *Locker) Waiters(ctx context.Context, name string) ([]queue.Waiter, error) {
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: Waiters: %w", err)
 	}
 	return l.queue.List(ctx, name)
@@ -251,7 +252,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 				// Releases are announced only when asked for.
 				var armed bool
 				var left time.Duration
-				err := dblock.RetryContention(ctx, func() (err error) {
+				err := lockkit.RetryContention(ctx, func() (err error) {
 					armed, left, err = l.store.wantWake(ctx, name)
 					return err
 				})
@@ -291,20 +292,20 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 }
 
 func (l *Locker) prepare(ctx context.Context, name string, opts []dblock.Option) (attempt, dblock.Options, dblock.Owner, error) {
-	if err := dblock.CheckContext(ctx); err != nil {
+	if err := lockkit.CheckContext(ctx); err != nil {
 		return attempt{}, dblock.Options{}, dblock.Owner{}, fmt.Errorf("rowlock: %w", err)
 	}
 	if l.closed.Load() {
 		return attempt{}, dblock.Options{}, dblock.Owner{}, dblock.ErrClosed
 	}
-	if err := dblock.ValidateName(name); err != nil {
+	if err := lockkit.ValidateName(name); err != nil {
 		return attempt{}, dblock.Options{}, dblock.Owner{}, err
 	}
-	o, err := dblock.ResolveOptions(opts...)
+	o, err := lockkit.ResolveOptions(opts...)
 	if err != nil {
 		return attempt{}, dblock.Options{}, dblock.Owner{}, err
 	}
-	owner, err := dblock.OwnerFor(ctx)
+	owner, err := lockkit.OwnerFor(ctx)
 	if err != nil {
 		return attempt{}, dblock.Options{}, dblock.Owner{}, err
 	}
@@ -320,7 +321,7 @@ func (l *Locker) prepare(ctx context.Context, name string, opts []dblock.Option)
 func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error) {
 	var out outcome
 	var sent time.Time
-	err := dblock.RetryContention(ctx, func() (err error) {
+	err := lockkit.RetryContention(ctx, func() (err error) {
 		sent = clock.Now()
 		out, err = l.store.tryAcquire(ctx, a)
 		return err
@@ -333,9 +334,9 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 		// ran out, a statement cut short), the caller's context ended:
 		// not acquired, never the driver's contention error.
 		return outcome{}, sent, errors.Join(dblock.ErrNotAcquired, ctx.Err())
-	case dblock.ClassifyError(err) == dblock.ClassContention:
+	case lockkit.ClassifyError(err) == lockkit.ClassContention:
 		// Contenders kept colliding: someone else is taking it.
 		return outcome{}, sent, nil
 	}
-	return outcome{}, sent, dblock.WrapDBError("rowlock: acquire "+fmt.Sprintf("%q", a.name), err)
+	return outcome{}, sent, lockkit.WrapDBError("rowlock: acquire "+fmt.Sprintf("%q", a.name), err)
 }

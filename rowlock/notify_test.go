@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -33,11 +34,11 @@ func TestReleaseNotifiesOnlyOtherProcesses(t *testing.T) {
 				wantNotify bool
 			}{
 				{"nobody asked", nil, false},
-				{"this process asked", []string{dblock.ProcessHost()}, false},
-				{"this process asked twice", []string{dblock.ProcessHost(), dblock.ProcessHost()}, false},
+				{"this process asked", []string{lockkit.ProcessHost()}, false},
+				{"this process asked twice", []string{lockkit.ProcessHost(), lockkit.ProcessHost()}, false},
 				{"another process asked", []string{"elsewhere:1"}, true},
-				{"this process, then another", []string{dblock.ProcessHost(), "elsewhere:1"}, true},
-				{"another process, then this one", []string{"elsewhere:1", dblock.ProcessHost()}, true},
+				{"this process, then another", []string{lockkit.ProcessHost(), "elsewhere:1"}, true},
+				{"another process, then this one", []string{"elsewhere:1", lockkit.ProcessHost()}, true},
 			}
 			l, err := New(tg.DB)
 			if err != nil {

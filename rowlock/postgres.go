@@ -15,7 +15,7 @@ const releaseChannel = "dblock_released"
 
 type postgresStore struct {
 	db *sql.DB
-	// process is this process's identity (dblock.ProcessHost), which a
+	// process is this process's identity (lockkit.ProcessHost), which a
 	// waiter records when it asks for a release NOTIFY and a release
 	// compares with: waiters of the releasing process are woken in memory.
 	process string

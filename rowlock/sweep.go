@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // MaxSweepBatch bounds one Sweep, so one transaction never holds many row
@@ -43,7 +44,7 @@ const MaxSweepBatch = 10000
 func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int, after string) (deleted int, next string, err error) {
 	switch {
 	case ctx == nil:
-		return 0, "", fmt.Errorf("rowlock: Sweep: %w", dblock.CheckContext(ctx))
+		return 0, "", fmt.Errorf("rowlock: Sweep: %w", lockkit.CheckContext(ctx))
 	case grace < 0:
 		return 0, "", fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "grace", Reason: "must not be negative"})
 	case limit < 1 || limit > MaxSweepBatch:
@@ -54,12 +55,12 @@ func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int, afte
 		return 0, "", fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "after", Reason: fmt.Sprintf("longer than %d bytes: not a position a Sweep returned", dblock.MaxNameLength)})
 	}
 	var b sweepBatch
-	err = dblock.RetryContentionUntilDone(ctx, func() (err error) {
+	err = lockkit.RetryContentionUntilDone(ctx, func() (err error) {
 		b, err = l.store.sweep(ctx, grace, limit, after)
 		return err
 	})
 	if err != nil {
-		return 0, "", dblock.WrapDBError("rowlock: sweep", err)
+		return 0, "", lockkit.WrapDBError("rowlock: sweep", err)
 	}
 	if b.scanned < limit {
 		return b.deleted, "", nil

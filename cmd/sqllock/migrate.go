@@ -50,17 +50,17 @@ func runMigrate(inv *invocation, yes bool) error {
 
 	switch action {
 	case "up":
-		if err := migrations.Up(ctx, db, dialect); err != nil {
+		if err := migrations.Up(ctx, db, migrations.WithDialect(dialect)); err != nil {
 			return err
 		}
 		fmt.Fprintf(inv.stdout, "schema at version %d\n", migrations.Latest)
 	case "down":
-		if err := migrations.Down(ctx, db, dialect); err != nil {
+		if err := migrations.Down(ctx, db, migrations.WithDialect(dialect)); err != nil {
 			return err
 		}
 		fmt.Fprintln(inv.stdout, "lock tables dropped")
 	case "version":
-		version, dirty, err := migrations.Version(ctx, db, dialect)
+		version, dirty, err := migrations.Version(ctx, db, migrations.WithDialect(dialect))
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -88,7 +89,7 @@ func runLocked(inv *invocation, o runOptions) error {
 	case o.killAfter < 0:
 		return usagef("run", "--kill-after must not be negative")
 	}
-	if err := dblock.ValidateName(o.name); err != nil {
+	if err := lockkit.ValidateName(o.name); err != nil {
 		return usagef("run", "--name: %v", err)
 	}
 	note := o.note
@@ -96,7 +97,7 @@ func runLocked(inv *invocation, o runOptions) error {
 		note = "sqllock run " + filepath.Base(inv.args[0])
 	}
 	lockOpts := []dblock.Option{dblock.TTL(o.ttl), dblock.MinHold(o.minHold), dblock.Note(shorten(note, dblock.MaxNoteLength/4))}
-	if _, err := dblock.ResolveOptions(lockOpts...); err != nil {
+	if _, err := lockkit.ResolveOptions(lockOpts...); err != nil {
 		return usagef("run", "%v", err)
 	}
 

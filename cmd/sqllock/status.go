@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/reaper"
 )
 
@@ -125,7 +126,7 @@ func runStatus(inv *invocation, asJSON bool, limit int) error {
 	defer db.Close()
 	rep, err := readStatus(ctx, db, statusQueries[dialect], limit)
 	if err != nil {
-		return dblock.WrapDBError("status", err)
+		return lockkit.WrapDBError("status", err)
 	}
 	if asJSON {
 		enc := json.NewEncoder(inv.stdout)

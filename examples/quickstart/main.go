@@ -22,6 +22,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -38,7 +39,7 @@ func main() {
 }
 
 func run(dialectName, dsn string, ticks int) error {
-	dialect, err := dblock.ParseDialect(dialectName)
+	dialect, err := lockkit.ParseDialect(dialectName)
 	if err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func run(dialectName, dsn string, ticks int) error {
 		return err
 	}
 	defer db.Close()
-	if err := migrations.Up(ctx, db, dialect); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		return err
 	}
 

@@ -123,10 +123,6 @@ func ContractCases[O any](k Kit[O]) []Case {
 		{Name: "owner id not UTF-8", Want: []error{dblock.ErrInvalidOption}, Arrange: WithCtx(Owner("bad\xffowner"), Try(Named("x")))},
 		{Name: "owner id with NUL", Want: []error{dblock.ErrInvalidOption}, Arrange: WithCtx(Owner("nul\x00owner"), Try(Named("x")))},
 		{Name: "owner id empty, Acquire", Want: []error{dblock.ErrInvalidOption}, Arrange: WithCtx(Owner(""), Acquire(Named("x")))},
-		{Name: "owner host empty", Want: []error{dblock.ErrInvalidOption},
-			Arrange: WithCtx(func(ctx context.Context) context.Context {
-				return dblock.ContextWithOwner(ctx, dblock.Owner{ID: "someone"})
-			}, Try(Named("x")))},
 		{Name: "another owner's held lock", Want: []error{dblock.ErrNotAcquired},
 			Arrange: OnHeld(StillHeld, func(e *Env, k dblock.Lock, ctx context.Context) error {
 				return Try(Global(k.Name()))(e)(ctx)

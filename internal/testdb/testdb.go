@@ -156,7 +156,7 @@ func (s *source) open() (Target, error) {
 	db.SetMaxIdleConns(sharedMaxConns)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := migrations.Up(ctx, db, s.dialect); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		_ = db.Close()
 		return Target{}, fmt.Errorf("%s: migrations.Up: %v", s.name, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/forupdate"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -45,7 +46,7 @@ func TestTortureWorker(t *testing.T) {
 		return
 	}
 	leaks := goleak.IgnoreCurrent()
-	dialect, err := dblock.ParseDialect(os.Getenv(envDialect))
+	dialect, err := lockkit.ParseDialect(os.Getenv(envDialect))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package dblock_test
+package lockkit_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // maxErrorMessage bounds what an error may echo of its input: a 10 MB name
@@ -47,7 +48,7 @@ func FuzzValidateName(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		err := dblock.ValidateName(name)
+		err := lockkit.ValidateName(name)
 		if err == nil {
 			if !nameIsValid(name) {
 				t.Fatalf("ValidateName(%q) accepted a name that is not 1..%d bytes of UTF-8 without NUL", name, dblock.MaxNameLength)
@@ -122,7 +123,7 @@ func FuzzResolveOptions(f *testing.F) {
 		noteOK := len(note) <= dblock.MaxNoteLength && utf8.ValidString(note) && !strings.ContainsRune(note, 0)
 		valid := !hasNil && wantTTL >= dblock.MinTTL && minHold >= 0 && noteOK
 
-		o, err := dblock.ResolveOptions(opts...)
+		o, err := lockkit.ResolveOptions(opts...)
 		if !valid {
 			if err == nil {
 				t.Fatalf("ResolveOptions(ttl %v set %v, minHold %v, note %q, nil at %d) accepted invalid options: %+v",

@@ -1,4 +1,4 @@
-package dblock
+package lockkit
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqllock/sqllock/dblock"
 )
 
 // ErrorClass is what sqllock makes of a driver error.
@@ -74,7 +76,7 @@ func ClassifyError(err error) ErrorClass {
 }
 
 // WrapDBError turns the classes users must act on into sqllock's sentinels
-// (ErrSchemaMissing, ErrInvalidDB) while keeping the driver error in the
+// (dblock.ErrSchemaMissing, dblock.ErrInvalidDB) while keeping the driver error in the
 // chain; other errors are returned with op as context.
 func WrapDBError(op string, err error) error {
 	if err == nil {
@@ -82,9 +84,9 @@ func WrapDBError(op string, err error) error {
 	}
 	switch ClassifyError(err) {
 	case ClassMissingTable:
-		return fmt.Errorf("%s: %w: %w", op, ErrSchemaMissing, err)
+		return fmt.Errorf("%s: %w: %w", op, dblock.ErrSchemaMissing, err)
 	case ClassClosed:
-		return fmt.Errorf("%s: %w: %w", op, ErrInvalidDB, err)
+		return fmt.Errorf("%s: %w: %w", op, dblock.ErrInvalidDB, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -1,7 +1,8 @@
-package dblock_test
+package leader_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -13,19 +14,31 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/leader"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
 func TestMain(m *testing.M) {
-	// The cron guard and Leader start no goroutines that outlive a run;
-	// the locks they take stop theirs on Release.
+	// A Leader starts no goroutines that outlive Run; the locks it takes
+	// stop theirs on Release.
 	testdb.Main(m)
+}
+
+// newTestLocker returns a rowlock Locker on db, closed when the test ends.
+func newTestLocker(t testing.TB, db *sql.DB) *rowlock.Locker {
+	t.Helper()
+	l, err := rowlock.New(db)
+	if err != nil {
+		t.Fatalf("rowlock.New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
 }
 
 // runLeader runs ld.Run in a goroutine until the test ends (or stop is
 // called), and waits for it.
-func runLeader(t *testing.T, ld *dblock.Leader) (stop func() error) {
+func runLeader(t *testing.T, ld *leader.Leader) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -56,13 +69,13 @@ func TestLeaderChild(t *testing.T) {
 		if tg.Name != dialect {
 			continue
 		}
-		var ld *dblock.Leader
-		ld, err := dblock.NewLeader(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
+		var ld *leader.Leader
+		ld, err := leader.New(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
 			fmt.Printf("leader %d\n", ld.Lock().Token())
 			<-ctx.Done() // lead until killed
 			t.Errorf("child lost the leadership: %v", context.Cause(ctx))
 			return nil
-		}, dblock.LeaderTTL(ttl))
+		}, leader.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,12 +172,12 @@ func TestLeaderFailoverAfterKill(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = l.Close() })
 			elected := make(chan int64, 1)
-			var ld *dblock.Leader
-			ld, err = dblock.NewLeader(l, name, func(ctx context.Context) error {
+			var ld *leader.Leader
+			ld, err = leader.New(l, name, func(ctx context.Context) error {
 				elected <- ld.Lock().Token()
 				<-ctx.Done()
 				return nil
-			}, dblock.LeaderTTL(ttl), dblock.LeaderBackoff(50*time.Millisecond))
+			}, leader.WithTTL(ttl), leader.WithBackoff(50*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,12 +239,12 @@ func TestLeaderCutOffStepsDown(t *testing.T) {
 
 			aCtxs := make(chan context.Context, 4)
 			aCauses := make(chan error, 4)
-			a, err := dblock.NewLeader(cutLocker, name, func(ctx context.Context) error {
+			a, err := leader.New(cutLocker, name, func(ctx context.Context) error {
 				aCtxs <- ctx
 				<-ctx.Done()
 				aCauses <- context.Cause(ctx)
 				return nil
-			}, dblock.LeaderTTL(ttl), dblock.LeaderBackoff(50*time.Millisecond))
+			}, leader.WithTTL(ttl), leader.WithBackoff(50*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,11 +258,11 @@ func TestLeaderCutOffStepsDown(t *testing.T) {
 
 			type sight struct{ aCanceled, aLeads bool }
 			bSaw := make(chan sight, 1)
-			b, err := dblock.NewLeader(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
+			b, err := leader.New(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
 				bSaw <- sight{aCanceled: aCtx.Err() != nil, aLeads: a.IsLeader()}
 				<-ctx.Done()
 				return nil
-			}, dblock.LeaderTTL(ttl), dblock.LeaderBackoff(50*time.Millisecond))
+			}, leader.WithTTL(ttl), leader.WithBackoff(50*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,7 +312,7 @@ func TestLeaderStepsDownAndRecampaigns(t *testing.T) {
 			var closeOnce atomic.Bool
 			var stops []func() error
 			for range 3 {
-				ld, err := dblock.NewLeader(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
+				ld, err := leader.New(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
 					if active.Add(1) > 1 {
 						overlaps.Add(1)
 					}
@@ -312,7 +325,7 @@ func TestLeaderStepsDownAndRecampaigns(t *testing.T) {
 					case <-time.After(50 * time.Millisecond):
 					}
 					return errors.New("term over") // logged, then step down
-				}, dblock.LeaderTTL(time.Second), dblock.LeaderBackoff(20*time.Millisecond))
+				}, leader.WithTTL(time.Second), leader.WithBackoff(20*time.Millisecond))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -338,15 +351,15 @@ func TestLeaderStepsDownAndRecampaigns(t *testing.T) {
 func TestLeaderErrors(t *testing.T) {
 	tg := testdb.Targets(t)[0]
 	l := newTestLocker(t, tg.DB)
-	bad := map[string]func() (*dblock.Leader, error){
-		"nil locker": func() (*dblock.Leader, error) { return dblock.NewLeader(nil, "x", nil) },
-		"empty name": func() (*dblock.Leader, error) { return dblock.NewLeader(l, "", nil) },
-		"tiny TTL": func() (*dblock.Leader, error) {
-			return dblock.NewLeader(l, "x", nil, dblock.LeaderTTL(time.Millisecond))
+	bad := map[string]func() (*leader.Leader, error){
+		"nil locker": func() (*leader.Leader, error) { return leader.New(nil, "x", nil) },
+		"empty name": func() (*leader.Leader, error) { return leader.New(l, "", nil) },
+		"tiny TTL": func() (*leader.Leader, error) {
+			return leader.New(l, "x", nil, leader.WithTTL(time.Millisecond))
 		},
-		"no backoff": func() (*dblock.Leader, error) { return dblock.NewLeader(l, "x", nil, dblock.LeaderBackoff(0)) },
-		"nil logger": func() (*dblock.Leader, error) { return dblock.NewLeader(l, "x", nil, dblock.LeaderLogger(nil)) },
-		"nil option": func() (*dblock.Leader, error) { return dblock.NewLeader(l, "x", nil, nil) },
+		"no backoff": func() (*leader.Leader, error) { return leader.New(l, "x", nil, leader.WithBackoff(0)) },
+		"nil logger": func() (*leader.Leader, error) { return leader.New(l, "x", nil, leader.WithLogger(nil)) },
+		"nil option": func() (*leader.Leader, error) { return leader.New(l, "x", nil, nil) },
 	}
 	for what, f := range bad {
 		if _, err := f(); !errors.Is(err, dblock.ErrInvalidOption) && !errors.Is(err, dblock.ErrInvalidName) {
@@ -355,7 +368,7 @@ func TestLeaderErrors(t *testing.T) {
 	}
 
 	// Without fn the Leader just holds the leadership.
-	ld, err := dblock.NewLeader(l, testdb.Name(t), nil, dblock.LeaderTTL(time.Second))
+	ld, err := leader.New(l, testdb.Name(t), nil, leader.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,9 +389,12 @@ func TestLeaderErrors(t *testing.T) {
 	// A closed Locker cannot be mended by retrying: Run gives up.
 	closed := newTestLocker(t, tg.DB)
 	_ = closed.Close()
-	err = dblock.Campaign(t.Context(), closed, testdb.Name(t), func(context.Context) error { return nil })
-	if !errors.Is(err, dblock.ErrClosed) {
-		t.Fatalf("Campaign with a closed Locker = %v, want ErrClosed", err)
+	gone, err := leader.New(closed, testdb.Name(t), func(context.Context) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Run(t.Context()); !errors.Is(err, dblock.ErrClosed) {
+		t.Fatalf("Run with a closed Locker = %v, want ErrClosed", err)
 	}
 }
 
@@ -388,7 +404,7 @@ func ExampleLeader() {
 	ctx, stop := context.WithCancel(context.Background())
 	db := testdb.ExampleDB()
 	defer db.Close()
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		panic(err)
 	}
 	locker, err := rowlock.New(db)
@@ -397,19 +413,19 @@ func ExampleLeader() {
 	}
 	defer locker.Close()
 
-	var leader *dblock.Leader
-	leader, err = dblock.NewLeader(locker, fmt.Sprintf("example/leader-%d", time.Now().UnixNano()),
+	var ld *leader.Leader
+	ld, err = leader.New(locker, fmt.Sprintf("example/leader-%d", time.Now().UnixNano()),
 		func(ctx context.Context) error {
-			fmt.Println("leading:", leader.IsLeader(), "with a fencing token:", leader.Lock().Token() > 0)
+			fmt.Println("leading:", ld.IsLeader(), "with a fencing token:", ld.Lock().Token() > 0)
 			stop() // a real leader works until ctx is canceled
 			<-ctx.Done()
 			return nil
-		}, dblock.LeaderTTL(10*time.Second))
+		}, leader.WithTTL(10*time.Second))
 	if err != nil {
 		panic(err)
 	}
-	err = leader.Run(ctx)
-	fmt.Println("stopped:", err, "leading:", leader.IsLeader())
+	err = ld.Run(ctx)
+	fmt.Println("stopped:", err, "leading:", ld.IsLeader())
 	// Output:
 	// leading: true with a fencing token: true
 	// stopped: context canceled leading: false

@@ -1,4 +1,4 @@
-package dblock_test
+package cronguard_test
 
 import (
 	"context"
@@ -13,12 +13,31 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/sqllock/sqllock/cronguard"
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/forupdate"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/leader"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
+
+func TestMain(m *testing.M) {
+	// A guard starts no goroutines that outlive a run; the locks it takes
+	// stop theirs on Release.
+	testdb.Main(m)
+}
+
+// mustGuard is cronguard.New that fails the test on an error.
+func mustGuard(t testing.TB, l dblock.Locker, name string, opts ...cronguard.Option) cron.JobWrapper {
+	t.Helper()
+	w, err := cronguard.New(l, name, opts...)
+	if err != nil {
+		t.Fatalf("cronguard.New: %v", err)
+	}
+	return w
+}
 
 // newTestLocker returns a rowlock Locker on db, closed when the test ends.
 func newTestLocker(t testing.TB, db *sql.DB) *rowlock.Locker {
@@ -42,11 +61,11 @@ func (s offsetSchedule) Next(t time.Time) time.Time {
 	return s.inner.Next(t.Add(-s.offset)).Add(s.offset)
 }
 
-// TestCronGuardThreeReplicasRunEachTickOnce runs three robfig/cron
+// TestGuardThreeReplicasRunEachTickOnce runs three robfig/cron
 // schedulers, each with its own Locker, firing the same every-second job with
 // offsets of 0, +300 ms and -300 ms. Every tick any of them fired must have
 // run exactly once.
-func TestCronGuardThreeReplicasRunEachTickOnce(t *testing.T) {
+func TestGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 	duration := 10 * time.Second
 	if testing.Short() {
 		duration = 3 * time.Second
@@ -101,9 +120,9 @@ func TestCronGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 						j.Run()
 					})
 				}
-				job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+				job := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
 					tick := firedAtTick // set by recordFire, which holds replicaMu
-					if guardTick, ok := dblock.CronTick(ctx); !ok || !guardTick.Equal(tick) {
+					if guardTick, ok := cronguard.Tick(ctx); !ok || !guardTick.Equal(tick) {
 						report("replica %v: guard attributed the run to %v (ok %v), scheduled tick %v", offset, guardTick, ok, tick)
 					}
 					if ctx.Err() != nil {
@@ -115,7 +134,7 @@ func TestCronGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 				}))
 				c := cron.New(cron.WithSeconds())
 				c.Schedule(offsetSchedule{inner: every, offset: offset},
-					cron.NewChain(recordFire, dblock.CronGuard(newTestLocker(t, tg.DB), name)).Then(job))
+					cron.NewChain(recordFire, mustGuard(t, newTestLocker(t, tg.DB), name)).Then(job))
 				crons = append(crons, c)
 			}
 			for _, c := range crons {
@@ -141,17 +160,17 @@ func TestCronGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 	}
 }
 
-// TestCronGuardSkipsTakenTick: a second replica firing the same tick after
+// TestGuardSkipsTakenTick: a second replica firing the same tick after
 // the first finished skips it (MinHold), and a held single name skips too.
-func TestCronGuardSkipsTakenTick(t *testing.T) {
+func TestGuardSkipsTakenTick(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			var runs atomic.Int32
 			var ticks []time.Time
-			job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+			job := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
 				runs.Add(1)
-				tick, ok := dblock.CronTick(ctx)
+				tick, ok := cronguard.Tick(ctx)
 				if !ok {
 					t.Error("CronTick missing in a per-tick run")
 				}
@@ -159,13 +178,13 @@ func TestCronGuardSkipsTakenTick(t *testing.T) {
 			}))
 			// A minute tick: both runs below fall in the same one unless
 			// they straddle a half-minute, which the loop retries.
-			opts := []dblock.GuardOption{dblock.GuardTick(time.Minute)}
+			opts := []cronguard.Option{cronguard.WithTick(time.Minute)}
 			for attempt := 0; ; attempt++ {
 				runs.Store(0)
 				ticks = nil
 				before := time.Now().Round(time.Minute)
-				dblock.CronGuard(newTestLocker(t, tg.DB), name, opts...)(job).Run()
-				dblock.CronGuard(newTestLocker(t, tg.DB), name, opts...)(job).Run()
+				mustGuard(t, newTestLocker(t, tg.DB), name, opts...)(job).Run()
+				mustGuard(t, newTestLocker(t, tg.DB), name, opts...)(job).Run()
 				if time.Now().Round(time.Minute).Equal(before) {
 					// Checked before indexing: a guard that never ran the job
 					// must fail the test, not panic it.
@@ -194,7 +213,7 @@ func TestCronGuardSkipsTakenTick(t *testing.T) {
 			}
 			var plainRuns atomic.Int32
 			plain := cron.FuncJob(func() { plainRuns.Add(1) })
-			guarded := dblock.CronGuard(newTestLocker(t, tg.DB), single, dblock.GuardTick(0), dblock.GuardMinHold(0))(plain)
+			guarded := mustGuard(t, newTestLocker(t, tg.DB), single, cronguard.WithTick(0), cronguard.WithMinHold(0))(plain)
 			guarded.Run()
 			if n := plainRuns.Load(); n != 0 {
 				t.Fatalf("ran %d times while the lock was held elsewhere", n)
@@ -211,9 +230,9 @@ func TestCronGuardSkipsTakenTick(t *testing.T) {
 	}
 }
 
-// TestCronGuardWaitSerializes: with GuardWait every replica runs, one at a
+// TestGuardWaitSerializes: with WithWait every replica runs, one at a
 // time.
-func TestCronGuardWaitSerializes(t *testing.T) {
+func TestGuardWaitSerializes(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
@@ -232,8 +251,8 @@ func TestCronGuardWaitSerializes(t *testing.T) {
 			})
 			var wg sync.WaitGroup
 			for range 3 {
-				guarded := dblock.CronGuard(newTestLocker(t, tg.DB), name,
-					dblock.GuardTick(0), dblock.GuardMinHold(0), dblock.GuardWait(20*time.Second))(job)
+				guarded := mustGuard(t, newTestLocker(t, tg.DB), name,
+					cronguard.WithTick(0), cronguard.WithMinHold(0), cronguard.WithWait(20*time.Second))(job)
 				wg.Go(guarded.Run)
 			}
 			wg.Wait()
@@ -244,9 +263,9 @@ func TestCronGuardWaitSerializes(t *testing.T) {
 	}
 }
 
-// TestCronGuardCancelsJobWhenLockLost cuts the guard's database connections
+// TestGuardCancelsJobWhenLockLost cuts the guard's database connections
 // while the job runs: the job's context is canceled with ErrLockLost.
-func TestCronGuardCancelsJobWhenLockLost(t *testing.T) {
+func TestGuardCancelsJobWhenLockLost(t *testing.T) {
 	const ttl = time.Second
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -254,7 +273,7 @@ func TestCronGuardCancelsJobWhenLockLost(t *testing.T) {
 			l := newTestLocker(t, testdb.Open(t, tg, tg.DSNVia(proxy.Addr())))
 			started := make(chan struct{})
 			var cause error
-			job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+			job := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
 				close(started)
 				select {
 				case <-ctx.Done():
@@ -265,7 +284,7 @@ func TestCronGuardCancelsJobWhenLockLost(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				dblock.CronGuard(l, testdb.Name(t), dblock.GuardTTL(ttl))(job).Run()
+				mustGuard(t, l, testdb.Name(t), cronguard.WithTTL(ttl))(job).Run()
 			}()
 			select {
 			case <-started:
@@ -281,14 +300,14 @@ func TestCronGuardCancelsJobWhenLockLost(t *testing.T) {
 	}
 }
 
-// TestCronGuardReleasesAfterPanicAndStopsWithContext: a panicking job does
-// not keep the lock, and GuardContext's end cancels a running job.
-func TestCronGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
+// TestGuardReleasesAfterPanicAndStopsWithContext: a panicking job does
+// not keep the lock, and WithContext's end cancels a running job.
+func TestGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			l := newTestLocker(t, tg.DB)
-			panicky := dblock.CronGuard(l, name, dblock.GuardTick(0), dblock.GuardMinHold(0))(cron.FuncJob(func() { panic("boom") }))
+			panicky := mustGuard(t, l, name, cronguard.WithTick(0), cronguard.WithMinHold(0))(cron.FuncJob(func() { panic("boom") }))
 			func() {
 				defer func() {
 					if r := recover(); r != "boom" {
@@ -307,7 +326,7 @@ func TestCronGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(t.Context())
 			var cause error
-			job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+			job := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
 				cancel()
 				select {
 				case <-ctx.Done():
@@ -315,22 +334,22 @@ func TestCronGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
 				case <-time.After(20 * time.Second):
 				}
 			}))
-			dblock.CronGuard(l, name, dblock.GuardContext(ctx))(job).Run()
+			mustGuard(t, l, name, cronguard.WithContext(ctx))(job).Run()
 			if !errors.Is(cause, context.Canceled) {
-				t.Fatalf("job context after GuardContext ended: %v, want canceled", cause)
+				t.Fatalf("job context after WithContext ended: %v, want canceled", cause)
 			}
 		})
 	}
 }
 
-// TestCronGuardRefusesWhatTheLockerRefuses: a forupdate Locker refuses a
+// TestGuardRefusesWhatTheLockerRefuses: a forupdate Locker refuses a
 // positive MinHold at every acquisition and keeps a row for every name. A
 // guard over it with the defaults (per-tick names, MinHold one tick) would
 // never run the job and, its logger discarding, never say why; so
-// NewCronGuard refuses it, naming the option. What the Locker accepts
+// cronguard.New refuses it, naming the option. What the Locker accepts
 // (one name, no MinHold) runs the job under the lock, and leaves no
 // per-tick rows.
-func TestCronGuardRefusesWhatTheLockerRefuses(t *testing.T) {
+func TestGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
@@ -341,34 +360,26 @@ func TestCronGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 			name := testdb.Name(t)
 			refused := []struct {
 				what   string
-				opts   []dblock.GuardOption
+				opts   []cronguard.Option
 				option string
 			}{
-				{"the defaults: per-tick names and MinHold", nil, "GuardTick"},
-				{"per-tick names without MinHold", []dblock.GuardOption{dblock.GuardMinHold(0)}, "GuardTick"},
-				{"one name, the default MinHold", []dblock.GuardOption{dblock.GuardTick(0)}, "MinHold"},
-				{"one name, a MinHold", []dblock.GuardOption{dblock.GuardTick(0), dblock.GuardMinHold(time.Minute)}, "MinHold"},
-				{"waiting, one name, a MinHold", []dblock.GuardOption{dblock.GuardTick(0), dblock.GuardWait(time.Second)}, "MinHold"},
+				{"the defaults: per-tick names and MinHold", nil, "WithTick"},
+				{"per-tick names without MinHold", []cronguard.Option{cronguard.WithMinHold(0)}, "WithTick"},
+				{"one name, the default MinHold", []cronguard.Option{cronguard.WithTick(0)}, "MinHold"},
+				{"one name, a MinHold", []cronguard.Option{cronguard.WithTick(0), cronguard.WithMinHold(time.Minute)}, "MinHold"},
+				{"waiting, one name, a MinHold", []cronguard.Option{cronguard.WithTick(0), cronguard.WithWait(time.Second)}, "MinHold"},
 			}
 			for _, c := range refused {
-				_, err := dblock.NewCronGuard(fu, name, c.opts...)
+				_, err := cronguard.New(fu, name, c.opts...)
 				var optErr *dblock.OptionError
 				if !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &optErr) || optErr.Option != c.option {
-					t.Errorf("%s: NewCronGuard over forupdate = %v, want an *OptionError for %s", c.what, err, c.option)
+					t.Errorf("%s: cronguard.New over forupdate = %v, want an *OptionError for %s", c.what, err, c.option)
 				}
-				func() {
-					defer func() {
-						if r := recover(); r == nil {
-							t.Errorf("%s: CronGuard over forupdate did not panic", c.what)
-						}
-					}()
-					dblock.CronGuard(fu, name, c.opts...)
-				}()
 			}
 
 			// Accepted: the job runs, under the lock.
 			var runs atomic.Int32
-			job := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+			job := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
 				runs.Add(1)
 				if _, err := fu.TryAcquire(t.Context(), name); !errors.Is(err, dblock.ErrNotAcquired) {
 					t.Errorf("another owner's TryAcquire during the run = %v, want ErrNotAcquired", err)
@@ -377,9 +388,9 @@ func TestCronGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 					t.Errorf("job context done: %v", context.Cause(ctx))
 				}
 			}))
-			w, err := dblock.NewCronGuard(fu, name, dblock.GuardTick(0), dblock.GuardMinHold(0))
+			w, err := cronguard.New(fu, name, cronguard.WithTick(0), cronguard.WithMinHold(0))
 			if err != nil {
-				t.Fatalf("NewCronGuard over forupdate with one name and no MinHold: %v", err)
+				t.Fatalf("cronguard.New over forupdate with one name and no MinHold: %v", err)
 			}
 			w(job).Run()
 			if n := runs.Load(); n != 1 {
@@ -422,64 +433,57 @@ func (refusingLocker) CheckOptions(...dblock.Option) error {
 
 func TestHelpersAskTheLocker(t *testing.T) {
 	l := refusingLocker{newTestLocker(t, testdb.Targets(t)[0].DB)}
-	if _, err := dblock.NewCronGuard(l, "x", dblock.GuardTick(0)); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
-		t.Errorf("NewCronGuard = %v, want the Locker's refusal", err)
+	if _, err := cronguard.New(l, "x", cronguard.WithTick(0)); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
+		t.Errorf("cronguard.New = %v, want the Locker's refusal", err)
 	}
-	if _, err := dblock.NewLeader(l, "x", nil); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
+	if _, err := leader.New(l, "x", nil); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
 		t.Errorf("NewLeader = %v, want the Locker's refusal", err)
 	}
-	if err := dblock.CheckOptions(l.Locker, dblock.TTL(time.Second), dblock.MinHold(time.Second)); err != nil {
+	if err := lockkit.CheckOptions(l.Locker, dblock.TTL(time.Second), dblock.MinHold(time.Second)); err != nil {
 		t.Errorf("CheckOptions of a Locker without OptionChecker = %v, want nil", err)
 	}
-	if err := dblock.CheckOptions(l.Locker, dblock.TTL(0)); !errors.Is(err, dblock.ErrInvalidOption) {
+	if err := lockkit.CheckOptions(l.Locker, dblock.TTL(0)); !errors.Is(err, dblock.ErrInvalidOption) {
 		t.Errorf("CheckOptions(TTL(0)) = %v, want ErrInvalidOption", err)
 	}
 }
 
-func TestCronGuardBadConfig(t *testing.T) {
+func TestGuardBadConfig(t *testing.T) {
 	l := newTestLocker(t, testdb.Targets(t)[0].DB)
 	var nilCtx context.Context
 	cases := map[string]struct {
 		l    dblock.Locker
 		name string
-		opts []dblock.GuardOption
+		opts []cronguard.Option
 		want error
 	}{
 		"nil locker":     {nil, "x", nil, dblock.ErrInvalidOption},
 		"empty name":     {l, "", nil, dblock.ErrInvalidName},
-		"no room":        {l, strings.Repeat("n", dblock.MaxNameLength-10), nil, dblock.ErrInvalidName},
-		"negative tick":  {l, "x", []dblock.GuardOption{dblock.GuardTick(-1)}, dblock.ErrInvalidOption},
-		"negative wait":  {l, "x", []dblock.GuardOption{dblock.GuardWait(-1)}, dblock.ErrInvalidOption},
-		"negative hold":  {l, "x", []dblock.GuardOption{dblock.GuardMinHold(-1)}, dblock.ErrInvalidOption},
-		"tiny TTL":       {l, "x", []dblock.GuardOption{dblock.GuardTTL(time.Millisecond)}, dblock.ErrInvalidOption},
-		"nil logger":     {l, "x", []dblock.GuardOption{dblock.GuardLogger(nil)}, dblock.ErrInvalidOption},
-		"nil context":    {l, "x", []dblock.GuardOption{dblock.GuardContext(nilCtx)}, dblock.ErrInvalidOption},
-		"nil option":     {l, "x", []dblock.GuardOption{nil}, dblock.ErrInvalidOption},
-		"long name ok 0": {l, strings.Repeat("n", dblock.MaxNameLength), []dblock.GuardOption{dblock.GuardTick(0)}, nil},
+		"long name":      {l, strings.Repeat("n", dblock.MaxNameLength+10), nil, nil},
+		"NUL in name":    {l, "a\x00b", nil, dblock.ErrInvalidName},
+		"negative tick":  {l, "x", []cronguard.Option{cronguard.WithTick(-1)}, dblock.ErrInvalidOption},
+		"negative wait":  {l, "x", []cronguard.Option{cronguard.WithWait(-1)}, dblock.ErrInvalidOption},
+		"negative hold":  {l, "x", []cronguard.Option{cronguard.WithMinHold(-1)}, dblock.ErrInvalidOption},
+		"tiny TTL":       {l, "x", []cronguard.Option{cronguard.WithTTL(time.Millisecond)}, dblock.ErrInvalidOption},
+		"nil logger":     {l, "x", []cronguard.Option{cronguard.WithLogger(nil)}, dblock.ErrInvalidOption},
+		"nil context":    {l, "x", []cronguard.Option{cronguard.WithContext(nilCtx)}, dblock.ErrInvalidOption},
+		"nil option":     {l, "x", []cronguard.Option{nil}, dblock.ErrInvalidOption},
+		"long name ok 0": {l, strings.Repeat("n", dblock.MaxNameLength), []cronguard.Option{cronguard.WithTick(0)}, nil},
 	}
 	for what, c := range cases {
-		_, err := dblock.NewCronGuard(c.l, c.name, c.opts...)
+		_, err := cronguard.New(c.l, c.name, c.opts...)
 		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
-			t.Errorf("%s: NewCronGuard = %v, want %v", what, err, c.want)
+			t.Errorf("%s: cronguard.New = %v, want %v", what, err, c.want)
 		}
 	}
-	func() {
-		defer func() {
-			if r := recover(); r == nil {
-				t.Error("CronGuard with a nil Locker did not panic")
-			}
-		}()
-		dblock.CronGuard(nil, "x")
-	}()
 }
 
-// CronGuard makes a robfig/cron job run once per tick across all replicas;
+// New makes a robfig/cron job run once per tick across all replicas;
 // the job's context is canceled if the lock is lost.
-func ExampleCronGuard() {
+func ExampleNew() {
 	ctx := context.Background()
 	db := testdb.ExampleDB()
 	defer db.Close()
-	if err := migrations.Up(ctx, db, dblock.Postgres); err != nil {
+	if err := migrations.Up(ctx, db); err != nil {
 		panic(err)
 	}
 	locker, err := rowlock.New(db)
@@ -490,17 +494,21 @@ func ExampleCronGuard() {
 
 	var once sync.Once
 	done := make(chan struct{})
-	report := dblock.CronJob(dblock.ContextJobFunc(func(ctx context.Context) {
+	report := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
 		once.Do(func() {
-			_, ok := dblock.CronTick(ctx)
+			_, ok := cronguard.Tick(ctx)
 			fmt.Println("report for this tick, on one replica:", ok)
 			close(done)
 		})
 	}))
 	c := cron.New(cron.WithSeconds())
 	name := fmt.Sprintf("example/report-%d", time.Now().UnixNano())
+	guard, err := cronguard.New(locker, name)
+	if err != nil {
+		panic(err)
+	}
 	// The guard is the last wrapper, so the job gets the lock's context.
-	if _, err := c.AddJob("* * * * * *", cron.NewChain(cron.Recover(cron.DefaultLogger), dblock.CronGuard(locker, name)).Then(report)); err != nil {
+	if _, err := c.AddJob("* * * * * *", cron.NewChain(cron.Recover(cron.DefaultLogger), guard).Then(report)); err != nil {
 		panic(err)
 	}
 	c.Start()

@@ -1,6 +1,10 @@
-package dblock
+package lockkit
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sqllock/sqllock/dblock"
+)
 
 // OptionChecker is implemented by Lockers that refuse some acquisition
 // options every time (forupdate refuses Fair and a positive MinHold). Code
@@ -14,8 +18,8 @@ import "fmt"
 type OptionChecker interface {
 	// CheckOptions reports, without I/O, whether Acquire and TryAcquire
 	// accept opts: nil, or the error they would return, wrapping
-	// ErrInvalidOption.
-	CheckOptions(opts ...Option) error
+	// dblock.ErrInvalidOption.
+	CheckOptions(opts ...dblock.Option) error
 }
 
 // NameKeeper is implemented by Lockers that keep storage for every name
@@ -31,8 +35,8 @@ type NameKeeper interface {
 
 // CheckOptions validates opts (ResolveOptions) and, if l implements
 // OptionChecker, asks l whether it accepts them. It does no I/O. Errors
-// wrap ErrInvalidOption.
-func CheckOptions(l Locker, opts ...Option) error {
+// wrap dblock.ErrInvalidOption.
+func CheckOptions(l dblock.Locker, opts ...dblock.Option) error {
 	if _, err := ResolveOptions(opts...); err != nil {
 		return err
 	}
@@ -44,8 +48,8 @@ func CheckOptions(l Locker, opts ...Option) error {
 	return nil
 }
 
-// keepsNames reports whether l stores every name it ever locked.
-func keepsNames(l Locker) bool {
+// KeepsNames reports whether l stores every name it ever locked.
+func KeepsNames(l dblock.Locker) bool {
 	k, ok := l.(NameKeeper)
 	return ok && k.KeepsNames()
 }

@@ -1,0 +1,236 @@
+// Package leader elects one leader among replicas with any dblock.Locker:
+// the replica holding the lock leads and runs a function until the lock is
+// lost or the function returns, and the others campaign for it meanwhile.
+// A leader cut off from the database steps down (its function's context is
+// canceled) before its lease could lapse, so two replicas never both believe
+// they lead, as judged by the database clock.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
+)
+
+// DefaultBackoff is how long a Leader pauses before campaigning again after
+// its function returned or an acquisition failed.
+const DefaultBackoff = time.Second
+
+// releaseTimeout bounds the release of the leadership after ctx ended.
+const releaseTimeout = 10 * time.Second
+
+// Option configures a Leader.
+type Option func(*config)
+
+type config struct {
+	ttl     time.Duration
+	backoff time.Duration
+	logger  *slog.Logger
+}
+
+// WithTTL sets the lease of the leadership lock; default dblock.DefaultTTL. When
+// the leader's process dies, another replica takes over within about one TTL;
+// a leader cut off from the database steps down (its function's context is
+// canceled) before the lease could lapse.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithBackoff sets the pause before campaigning again after the function
+// returned on its own or an acquisition failed; default DefaultBackoff.
+// After losing the lock a Leader campaigns again at once.
+func WithBackoff(d time.Duration) Option { return func(c *config) { c.backoff = d } }
+
+// WithLogger sets where the Leader reports elections (Info), lost
+// leadership (Warn) and errors (Error); default nowhere.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// Leader elects one leader among replicas by holding the lock name, and runs
+// a function while it leads. Create it with New and call Run; it is safe to
+// ask IsLeader from any goroutine.
+type Leader struct {
+	l       dblock.Locker
+	name    string
+	fn      func(ctx context.Context) error
+	ttl     dblock.Option
+	cfg     config
+	running atomic.Bool
+	term    atomic.Pointer[leaderTerm] // nil while not leading
+}
+
+type leaderTerm struct{ lock dblock.Lock }
+
+// New returns a Leader that campaigns for name with l and runs fn while it
+// leads. fn may be nil: the Leader then only holds the leadership, for code
+// that asks IsLeader. Errors wrap dblock.ErrInvalidOption or
+// dblock.ErrInvalidName; a Locker that would refuse the leadership lock's
+// options at every campaign (forupdate refuses none of them) is refused here.
+func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts ...Option) (*Leader, error) {
+	cfg := config{ttl: dblock.DefaultTTL, backoff: DefaultBackoff, logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("leader: New: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
+		}
+		opt(&cfg)
+	}
+	var bad *dblock.OptionError
+	switch {
+	case l == nil:
+		bad = &dblock.OptionError{Option: "Locker", Reason: "nil"}
+	case cfg.backoff <= 0:
+		bad = &dblock.OptionError{Option: "WithBackoff", Reason: "must be positive"}
+	case cfg.logger == nil:
+		bad = &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"}
+	}
+	if bad != nil {
+		return nil, fmt.Errorf("leader: New: %w", bad)
+	}
+	// Asked once here (OptionChecker): Run would otherwise only find out
+	// at its first campaign.
+	if err := lockkit.CheckOptions(l, dblock.TTL(cfg.ttl)); err != nil {
+		return nil, fmt.Errorf("leader: New: %w", err)
+	}
+	if err := lockkit.ValidateName(name); err != nil {
+		return nil, err
+	}
+	return &Leader{l: l, name: name, fn: fn, ttl: dblock.TTL(cfg.ttl), cfg: cfg}, nil
+}
+
+// Run campaigns until ctx ends. Each time it wins the lock it runs fn with a
+// context canceled when the leadership is lost or ctx ends, and releases the
+// lock when fn returns. After losing the lock it campaigns again at once;
+// after fn returned on its own (an error is logged) it steps down and
+// campaigns again after the backoff, giving other replicas their turn.
+// Acquisition errors are logged and retried after the backoff.
+//
+// fn must return promptly once its context is canceled: Run waits for it
+// before releasing the lock. Run returns ctx.Err() once ctx has ended, fn
+// has returned and the lock has been released. It returns earlier only for errors that retrying cannot
+// mend: dblock.ErrClosed, ErrSchemaMissing, ErrInvalidDB, ErrUnknownDialect,
+// ErrInvalidName, ErrInvalidOption; and when Run is already running. Run
+// starts no goroutines of its own: fn runs on the caller's.
+func (ld *Leader) Run(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("leader: Run: %w", &dblock.OptionError{Option: "ctx", Reason: "nil context"})
+	}
+	if !ld.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("leader: %q: Run called while already running", ld.name)
+	}
+	defer ld.running.Store(false)
+	for {
+		lock, err := ld.l.Acquire(ctx, ld.name, ld.ttl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if permanent(err) {
+				return err
+			}
+			ld.cfg.logger.Error("leader: leader campaign failed; retrying", "name", ld.name, "error", err)
+			if !sleepCtx(ctx, ld.cfg.backoff) {
+				return ctx.Err()
+			}
+			continue
+		}
+		steppedDown := ld.lead(ctx, lock)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if steppedDown && !sleepCtx(ctx, ld.cfg.backoff) {
+			return ctx.Err()
+		}
+	}
+}
+
+// lead runs one term: fn under lock, then the release. It reports whether
+// the term ended because fn returned while the lock was still held.
+func (ld *Leader) lead(ctx context.Context, lock dblock.Lock) (steppedDown bool) {
+	ld.term.Store(&leaderTerm{lock: lock})
+	ld.cfg.logger.Info("leader: elected leader", "name", ld.name, "token", lock.Token())
+	runCtx, cancel := context.WithCancel(lock.Context())
+	stop := context.AfterFunc(ctx, cancel)
+	// Deferred, so that a panicking fn does not leave the lock held (and
+	// renewed) while the panic unwinds.
+	defer func() {
+		stop()
+		cancel()
+		ld.term.Store(nil)
+		relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer relCancel()
+		if err := lock.Release(relCtx); err != nil && !errors.Is(err, dblock.ErrLockLost) {
+			ld.cfg.logger.Error("leader: releasing leadership", "name", ld.name, "error", err)
+		}
+	}()
+
+	var fnErr error
+	if ld.fn == nil {
+		<-runCtx.Done()
+	} else {
+		fnErr = ld.fn(runCtx)
+	}
+	switch lost := lock.Err(); {
+	case lost != nil:
+		ld.cfg.logger.Warn("leader: leadership lost", "name", ld.name, "token", lock.Token(), "error", lost, "fn_error", fnErr)
+	case ctx.Err() != nil:
+		ld.cfg.logger.Info("leader: leader stopping", "name", ld.name, "token", lock.Token())
+	case fnErr != nil:
+		ld.cfg.logger.Error("leader: leader function failed; stepping down", "name", ld.name, "token", lock.Token(), "error", fnErr)
+		steppedDown = true
+	default:
+		ld.cfg.logger.Info("leader: leader function returned; stepping down", "name", ld.name, "token", lock.Token())
+		steppedDown = true
+	}
+	return steppedDown
+}
+
+// IsLeader reports whether this replica holds the leadership now. It turns
+// false as soon as the lock is lost, before another replica can win it; to
+// guard writes against a pause between asking and writing, fence them with
+// the Lock's token or dblock.Fencer.CheckHeld.
+func (ld *Leader) IsLeader() bool {
+	t := ld.term.Load()
+	if t == nil {
+		return false
+	}
+	select {
+	case <-t.lock.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// Lock returns the lock held in the current term, or nil when not leading:
+// its Token fences writes, its Done is closed when the term ends.
+func (ld *Leader) Lock() dblock.Lock {
+	if t := ld.term.Load(); t != nil {
+		return t.lock
+	}
+	return nil
+}
+
+// permanent reports errors that campaigning again cannot mend.
+func permanent(err error) bool {
+	for _, target := range []error{dblock.ErrClosed, dblock.ErrSchemaMissing, dblock.ErrInvalidDB, dblock.ErrUnknownDialect, dblock.ErrInvalidName, dblock.ErrInvalidOption} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
