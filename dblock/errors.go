@@ -46,6 +46,16 @@ var (
 	// `sqllock migrate up`) first.
 	ErrSchemaMissing = errors.New("dblock: lock tables missing or outdated: run migrations.Up (or `sqllock migrate up`) first")
 
+	// ErrReadOnly means the database refused a write because it is
+	// read-only: a PostgreSQL hot standby or default_transaction_read_only,
+	// a MySQL/MariaDB server or transaction in read-only mode. After a
+	// failover, the pool is talking to the old primary turned standby, or to
+	// a replica. It is never reported as ErrNotAcquired: a job that is "not
+	// acquired" would silently never run again. A holder whose renewals fail
+	// this way keeps retrying until its deadline (the pool may reconnect to
+	// the new primary), then loses the lock with this error as the cause.
+	ErrReadOnly = errors.New("dblock: the database is read-only (a standby or replica, or read-only mode): locks cannot be taken, renewed or released there")
+
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("dblock: locker closed")
 )

@@ -6,6 +6,11 @@ import (
 )
 
 // Locker hands out named locks.
+//
+// Errors of every method wrap one of this package's sentinels where one
+// applies: ErrNotAcquired only when another owner holds the lock (or ctx
+// ended while waiting); a server that cannot take locks says why instead
+// (ErrReadOnly after a failover to a standby, ErrSchemaMissing, ErrClosed).
 type Locker interface {
 	// Acquire waits until the lock is held or ctx ends. When ctx ends first
 	// the error joins ErrNotAcquired and ctx.Err(). If ctx carries an owner

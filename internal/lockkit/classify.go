@@ -29,6 +29,9 @@ const (
 	ClassMissingTable
 	// ClassClosed means the *sql.DB was closed.
 	ClassClosed
+	// ClassReadOnly means the server refused a write because it is
+	// read-only (a standby, a replica, read-only mode).
+	ClassReadOnly
 )
 
 type sqlStater interface{ SQLState() string }
@@ -49,6 +52,8 @@ func ClassifyError(err error) ErrorClass {
 			return ClassLockUnavailable
 		case "42P01":
 			return ClassMissingTable
+		case "25006": // read_only_sql_transaction: hot standby or default_transaction_read_only
+			return ClassReadOnly
 		}
 		return ClassOther
 	}
@@ -63,6 +68,15 @@ func ClassifyError(err error) ErrorClass {
 			return ClassMissingTable
 		case 4089: // ER_NOT_SEQUENCE (MariaDB): the schema predates the sequence
 			return ClassMissingTable
+		case 1792, 1836: // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION, ER_READ_ONLY_MODE
+			return ClassReadOnly
+		case 1290:
+			// ER_OPTION_PREVENTS_STATEMENT names the option that refused the
+			// statement; only --read-only and --super-read-only mean a
+			// read-only server.
+			if strings.Contains(myErr.Message, "read-only") || strings.Contains(myErr.Message, "read_only") {
+				return ClassReadOnly
+			}
 		}
 		// MariaDB reports NOWAIT as a lock wait timeout (1205) which is
 		// contention above: either way the lock was not obtained.
@@ -76,8 +90,9 @@ func ClassifyError(err error) ErrorClass {
 }
 
 // WrapDBError turns the classes users must act on into sqllock's sentinels
-// (dblock.ErrSchemaMissing, dblock.ErrInvalidDB) while keeping the driver error in the
-// chain; other errors are returned with op as context.
+// (dblock.ErrSchemaMissing, dblock.ErrInvalidDB, dblock.ErrReadOnly) while
+// keeping the driver error in the chain; other errors are returned with op
+// as context.
 func WrapDBError(op string, err error) error {
 	if err == nil {
 		return nil
@@ -87,6 +102,8 @@ func WrapDBError(op string, err error) error {
 		return fmt.Errorf("%s: %w: %w", op, dblock.ErrSchemaMissing, err)
 	case ClassClosed:
 		return fmt.Errorf("%s: %w: %w", op, dblock.ErrInvalidDB, err)
+	case ClassReadOnly:
+		return fmt.Errorf("%s: %w: %w", op, dblock.ErrReadOnly, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

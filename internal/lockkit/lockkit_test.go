@@ -112,6 +112,12 @@ func TestClassifyError(t *testing.T) {
 		{&mysql.MySQLError{Number: 1146}, lockkit.ClassMissingTable},
 		{&mysql.MySQLError{Number: 4089}, lockkit.ClassMissingTable},
 		{&mysql.MySQLError{Number: 1064}, lockkit.ClassOther},
+		{&pgconn.PgError{Code: "25006"}, lockkit.ClassReadOnly},
+		{&mysql.MySQLError{Number: 1792}, lockkit.ClassReadOnly},
+		{&mysql.MySQLError{Number: 1836}, lockkit.ClassReadOnly},
+		{&mysql.MySQLError{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"}, lockkit.ClassReadOnly},
+		{&mysql.MySQLError{Number: 1290, Message: "The MySQL server is running with the --super-read-only option so it cannot execute this statement"}, lockkit.ClassReadOnly},
+		{&mysql.MySQLError{Number: 1290, Message: "The MySQL server is running with the --secure-file-priv option so it cannot execute this statement"}, lockkit.ClassOther},
 		{errors.New("sql: database is closed"), lockkit.ClassClosed},
 		{nil, lockkit.ClassOther},
 	}
@@ -123,6 +129,11 @@ func TestClassifyError(t *testing.T) {
 	err := lockkit.WrapDBError("acquire", &pgconn.PgError{Code: "42P01"})
 	if !errors.Is(err, dblock.ErrSchemaMissing) || !strings.Contains(err.Error(), "migrations.Up") {
 		t.Errorf("missing table: %v", err)
+	}
+	err = lockkit.WrapDBError("renew", &mysql.MySQLError{Number: 1792})
+	var myErr *mysql.MySQLError
+	if !errors.Is(err, dblock.ErrReadOnly) || !errors.As(err, &myErr) || errors.Is(err, dblock.ErrNotAcquired) {
+		t.Errorf("read-only: %v, want ErrReadOnly with the driver error, not ErrNotAcquired", err)
 	}
 }
 
