@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -36,53 +35,15 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("rowlock: %w: nil *sql.DB", dblock.ErrInvalidDB)
 	}
-	cfg := config{
-		logger:       slog.New(slog.DiscardHandler),
-		minPoll:      DefaultMinPollInterval,
-		maxPoll:      0, // by dialect, below
-		listenerIdle: DefaultListenerIdle,
-		listen:       true,
-		waiterTTL:    queue.DefaultWaiterTTL,
-		idleRecheck:  DefaultIdleRecheck,
-	}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
-		}
-		opt(&cfg)
-	}
-	d, err := lockkit.ResolveDialect(db, cfg.dialect)
+	cfg, err := newConfig(db, opts)
 	if err != nil {
-		return nil, fmt.Errorf("rowlock: %w", err)
-	}
-	cfg.dialect = d
-	if cfg.maxPoll == 0 {
-		// Waiters notified of releases poll only for lapsed leases; the
-		// others poll for releases too, and a handoff waits half a pause.
-		cfg.maxPoll = DefaultMaxPollInterval
-		if cfg.dialect != dblock.Postgres || !cfg.listen {
-			cfg.maxPoll = DefaultMaxPollIntervalPolling
-		}
-		// Waiters of a Locker that listens poll for releases too while
-		// it cannot (no connection to spare, or the connection was lost).
-		cfg.maxPollUnnotified = min(cfg.maxPoll, DefaultMaxPollIntervalPolling)
-	} else {
-		cfg.maxPollUnnotified = cfg.maxPoll
-	}
-	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	q, err := queue.New(db, cfg.dialect, queue.WithWaiterTTL(cfg.waiterTTL), queue.WithLogger(cfg.logger))
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
-	l := &Locker{db: db, cfg: cfg, queue: q}
-	switch cfg.dialect {
-	case dblock.Postgres:
-		l.store = postgresStore{db: db, process: lockkit.ProcessHost()}
-	case dblock.MySQL:
-		l.store = mysqlStore{db: db, hot: stmtcache.New(db)}
-	}
+	l := &Locker{db: db, cfg: cfg, queue: q, store: newStore(db, cfg.dialect)}
 	if l.store.notifies() && cfg.listen {
 		l.ln = &listener{
 			db:   db,
@@ -108,6 +69,14 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		}
 	}
 	return l, nil
+}
+
+// newStore returns the store of dialect d, which is valid.
+func newStore(db *sql.DB, d dblock.Dialect) store {
+	if d == dblock.Postgres {
+		return postgresStore{db: db, process: lockkit.ProcessHost()}
+	}
+	return mysqlStore{db: db, hot: stmtcache.New(db)}
 }
 
 // Dialect is the SQL dialect the Locker speaks.
