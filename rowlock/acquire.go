@@ -22,7 +22,7 @@ import (
 // Errors: dblock.ErrInvalidName, dblock.ErrInvalidOption, dblock.ErrClosed,
 // dblock.ErrSchemaMissing, dblock.ErrInvalidDB, or a driver error.
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
-	a, o, owner, err := l.prepare(ctx, name, opts)
+	a, err := l.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 	if !out.acquired {
 		return nil, dblock.ErrNotAcquired
 	}
-	return l.newLock(ctx, a, o, owner, out.token, sent), nil
+	return l.newLock(ctx, a, out.token, sent), nil
 }
 
 // Acquire waits until name is held or ctx ends; see the package doc for
@@ -46,7 +46,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 // take the lock only when no fair waiter is queued, but keep no place.
 // Re-entering a lock the owner holds bypasses the queue.
 func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
-	a, o, owner, err := l.prepare(ctx, name, opts)
+	a, err := l.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -83,14 +83,14 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 			return nil, err
 		}
 		if out.acquired {
-			return l.newLock(ctx, a, o, owner, out.token, sent), nil
+			return l.newLock(ctx, a, out.token, sent), nil
 		}
 		// Later tries of a waiter that polls for releases look before
 		// they try. The owner cannot re-enter while it waits: it does not
 		// hold the lock.
 		a.polling = l.ln == nil
-		if o.Fair && ticket == nil {
-			if ticket, err = l.queue.Enqueue(ctx, name, owner); err != nil {
+		if a.fair && ticket == nil {
+			if ticket, err = l.queue.Enqueue(ctx, name, a.owner()); err != nil {
 				if ctx.Err() != nil {
 					return nil, errors.Join(dblock.ErrNotAcquired, ctx.Err())
 				}
@@ -163,33 +163,36 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 	}
 }
 
-func (l *Locker) prepare(ctx context.Context, name string, opts []dblock.Option) (attempt, dblock.Options, dblock.Owner, error) {
+// prepare checks a call's arguments and state and returns its attempt.
+func (l *Locker) prepare(ctx context.Context, name string, opts []dblock.Option) (attempt, error) {
 	if err := lockkit.CheckContext(ctx); err != nil {
-		return attempt{}, dblock.Options{}, dblock.Owner{}, fmt.Errorf("rowlock: %w", err)
+		return attempt{}, fmt.Errorf("rowlock: %w", err)
 	}
 	if l.closed.Load() {
-		return attempt{}, dblock.Options{}, dblock.Owner{}, dblock.ErrClosed
+		return attempt{}, dblock.ErrClosed
 	}
 	if err := lockkit.ValidateName(name); err != nil {
-		return attempt{}, dblock.Options{}, dblock.Owner{}, err
+		return attempt{}, err
 	}
 	o, err := lockkit.ResolveOptions(opts...)
 	if err != nil {
-		return attempt{}, dblock.Options{}, dblock.Owner{}, err
+		return attempt{}, err
 	}
 	owner, err := lockkit.OwnerFor(ctx)
 	if err != nil {
-		return attempt{}, dblock.Options{}, dblock.Owner{}, err
+		return attempt{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return attempt{}, dblock.Options{}, dblock.Owner{}, errors.Join(dblock.ErrNotAcquired, err)
+		return attempt{}, errors.Join(dblock.ErrNotAcquired, err)
 	}
 	return attempt{
 		name: name, host: owner.Host, ownerID: owner.ID, note: o.Note,
-		ttl: o.TTL, minHold: o.MinHold,
-	}, o, owner, nil
+		ttl: o.TTL, minHold: o.MinHold, fair: o.Fair,
+	}, nil
 }
 
+// try runs a's statements once. sent is when the last of them was sent:
+// the lease is measured from then.
 func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error) {
 	var out outcome
 	var sent time.Time
