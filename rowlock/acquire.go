@@ -9,7 +9,6 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
-	"github.com/sqllock/sqllock/queue"
 )
 
 // TryAcquire takes name if it is free, its lease has lapsed, or the owner in
@@ -50,117 +49,13 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 	if err != nil {
 		return nil, err
 	}
-	w := l.waiters.add(name)
-	defer l.waiters.remove(name, w)
-
-	var ticket *queue.Ticket
-	defer func() {
-		if ticket != nil {
-			// Leave the queue whatever happened; on success the row is
-			// ours and the waiter entry only misleads.
-			if err := ticket.Leave(ctx); err != nil {
-				l.cfg.logger.Warn("rowlock: leaving the queue failed", "name", name, "error", err)
-			}
-		}
-	}()
-	p := pacer{minPoll: l.cfg.minPoll, maxPoll: l.cfg.maxPoll, maxPollUnnotified: l.cfg.maxPollUnnotified}
-	listening, wasFirst := false, false
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		if ticket != nil {
-			a.waiterID = ticket.ID()
-		}
-		out, sent, err := l.try(ctx, a)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, errors.Join(dblock.ErrNotAcquired, ctx.Err())
-			}
-			return nil, err
-		}
-		if out.acquired {
-			return l.newLock(ctx, a, out.token, sent), nil
-		}
-		// Later tries of a waiter that polls for releases look before
-		// they try. The owner cannot re-enter while it waits: it does not
-		// hold the lock.
-		a.polling = l.ln == nil
-		if a.fair && ticket == nil {
-			if ticket, err = l.queue.Enqueue(ctx, name, a.owner()); err != nil {
-				if ctx.Err() != nil {
-					return nil, errors.Join(dblock.ErrNotAcquired, ctx.Err())
-				}
-				return nil, err
-			}
-			l.waiters.setTicket(w, ticket)
-			continue
-		}
-		if l.ln != nil && !listening {
-			// Listen before sleeping; a release between the failed try
-			// and LISTEN would be missed, so try once more right away.
-			if listening = l.ln.ensure(ctx); listening {
-				continue
-			}
-		}
-		// Only the first waiter of a name in this Locker polls; the others
-		// sleep until it leaves (it wakes the next) or a release wakes
-		// them, so idle waiters cost the database nothing.
-		pause := l.cfg.idleRecheck
-		first := l.waiters.isFirst(name, w)
-		if wasFirst && !first {
-			// A waiter with an older place in the queue (or this one,
-			// queued again at the tail) is first now: it must poll, and
-			// may be asleep.
-			l.waiters.wakeFirst(name)
-		}
-		wasFirst = first
-		if first {
-			remaining, notified := out.remaining, listening
-			if listening {
-				// Releases are announced only when asked for.
-				var armed bool
-				var left time.Duration
-				err := lockkit.RetryContention(ctx, func() (err error) {
-					armed, left, err = l.store.wantWake(ctx, name)
-					return err
-				})
-				switch {
-				case err != nil && ctx.Err() != nil:
-					return nil, errors.Join(dblock.ErrNotAcquired, ctx.Err())
-				case err != nil:
-					l.cfg.logger.Warn("rowlock: asking for a wake-up failed; polling", "name", name, "error", err)
-					notified = false
-				case armed:
-					remaining = left
-				default:
-					// Not held any more, or kept for older fair waiters:
-					// no announcement will come.
-					notified = false
-				}
-			}
-			pause = p.next(remaining, notified)
-		}
-		if timer == nil {
-			timer = time.NewTimer(pause)
-		} else {
-			timer.Reset(pause)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(dblock.ErrNotAcquired, ctx.Err())
-		case <-w.wake:
-			p.reset()
-		case <-timer.C:
-		}
-		if l.ln != nil && listening {
-			// The listener may have stopped (lost connection); restart it.
-			listening = l.ln.ensure(ctx)
-		}
+	wt := l.startWaiting(a)
+	defer wt.end(ctx)
+	k, err := wt.run(ctx)
+	if err != nil {
+		return nil, err
 	}
+	return k, nil
 }
 
 // prepare checks a call's arguments and state and returns its attempt.
@@ -214,4 +109,13 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 		return outcome{}, sent, nil
 	}
 	return outcome{}, sent, lockkit.WrapDBError("rowlock: acquire "+fmt.Sprintf("%q", a.name), err)
+}
+
+// cutShort is what a wait ending with err returns: not acquired when ctx
+// ended (whatever err says then), else err.
+func cutShort(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errors.Join(dblock.ErrNotAcquired, ctx.Err())
+	}
+	return err
 }

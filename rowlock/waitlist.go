@@ -52,7 +52,7 @@ func (wl *waitlist) add(name string) *waiter {
 }
 
 // setTicket records w's place in the queue. w may become the first; the
-// waiter it displaces finds out at its next try (see Acquire).
+// waiter it displaces finds out at its next try (see waiting.pause).
 func (wl *waitlist) setTicket(w *waiter, t *queue.Ticket) {
 	wl.mu.Lock()
 	defer wl.mu.Unlock()
