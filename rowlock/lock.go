@@ -260,7 +260,7 @@ func (k *Lock) Release(ctx context.Context) error {
 		return err
 	})
 	if err == nil {
-		wakeLocal(k.h.name)
+		busyWaitlists.wakeFirst(k.h.name)
 	}
 	if loopStarted {
 		<-k.renewDone

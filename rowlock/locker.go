@@ -42,28 +42,8 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l := &Locker{db: db, cfg: cfg, queue: q, store: newStore(db, cfg.dialect)}
 	if l.store.notifies() && cfg.listen {
-		l.ln = &listener{
-			db:   db,
-			idle: cfg.listenerIdle,
-			wake: l.waiters.wakeFirst,
-			log:  func(msg string, args ...any) { cfg.logger.Warn(msg, args...) },
-		}
-	}
-	l.waiters.onBusy = func() {
-		busyLockers.Lock()
-		busyLockers.set[l] = struct{}{}
-		busyLockers.Unlock()
-		if l.ln != nil {
-			l.ln.busy()
-		}
-	}
-	l.waiters.onIdle = func() {
-		busyLockers.Lock()
-		delete(busyLockers.set, l)
-		busyLockers.Unlock()
-		if l.ln != nil {
-			l.ln.idleNow()
-		}
+		l.ln = &listener{db: db, idle: cfg.listenerIdle, waiters: &l.waiters, logger: cfg.logger}
+		l.waiters.ln = l.ln
 	}
 	return l, nil
 }
