@@ -5,25 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
-
-// cleanupTimeout bounds the statements run after the caller's context
-// ended: rolling back, restoring the session.
-const cleanupTimeout = 10 * time.Second
-
-// maxRowCreations bounds how often one acquisition creates its row: more
-// than once means something keeps deleting it.
-const maxRowCreations = 3
-
-// maxDrawRetries bounds how often one acquisition starts over after
-// contention while drawing its token; then it counts as contention on the
-// lock (TryAcquire: not acquired; Acquire: waits and tries again).
-const maxDrawRetries = 8
 
 // take locks the row of key.name on a connection of its own and returns the
 // hold, which owns the connection and the transaction from then on.
@@ -37,83 +22,13 @@ func (l *Locker) take(ctx context.Context, key holdKey, o dblock.Options, wait b
 		discard(conn)
 		return nil, l.acquireError(ctx, key.name, err)
 	}
-	h, clean, err := l.lockRow(ctx, conn, key, o, wait)
+	r := rowLocking{l: l, key: key, call: lockCall{conn: conn, name: key.name, ttl: o.TTL, wait: wait}}
+	h, err := r.lock(ctx)
 	if err != nil {
-		l.endSession(ctx, conn, clean, false)
+		l.endSession(ctx, conn, r.clean, false)
 		return nil, err
 	}
 	return h, nil
-}
-
-// lockRow runs attempts on conn until the row is locked, the context ends,
-// or (TryAcquire) someone else holds it. clean is false when the
-// connection's state is uncertain and it must not return to the pool.
-func (l *Locker) lockRow(ctx context.Context, conn *sql.Conn, key holdKey, o dblock.Options, wait bool) (h *hold, clean bool, err error) {
-	created, draws := 0, 0
-	contended := false
-	for {
-		// The transaction outlives Acquire's context: it is the lock.
-		txCtx, txCancel := context.WithCancel(context.WithoutCancel(ctx))
-		tx, err := conn.BeginTx(txCtx, l.d.txOptions())
-		if err != nil {
-			txCancel()
-			return nil, false, l.acquireError(ctx, key.name, err)
-		}
-		token, found, interrupted, err := l.d.lock(ctx, lockCall{conn: conn, tx: tx, name: key.name, ttl: o.TTL, wait: wait, contended: contended})
-		if err == nil && found && !interrupted {
-			return newHold(l, key, token, o.TTL, conn, tx, txCancel), true, nil
-		}
-		// After an interrupt the statement has returned and the server has
-		// been told to stop it; a rollback that succeeds after that proves
-		// the session usable. If the interrupt failed, the driver cut the
-		// connection and the rollback fails.
-		rbErr := tx.Rollback()
-		txCancel()
-		clean = rbErr == nil || errors.Is(rbErr, sql.ErrTxDone)
-		switch {
-		case interrupted || ctx.Err() != nil:
-			return nil, clean, errors.Join(dblock.ErrNotAcquired, ctx.Err())
-		case errors.Is(err, errDrawContention) && clean && draws < maxDrawRetries:
-			// The row lock was won: the lock is free, start over.
-			draws++
-			continue
-		case err != nil:
-			switch lockkit.ClassifyError(err) {
-			case lockkit.ClassLockUnavailable, lockkit.ClassContention:
-				// NOWAIT's answer, a deadlock, or a lock wait timeout (the
-				// server's, or the bound of a MySQL waiting statement):
-				// taken, or try again, waiting.
-				if !wait {
-					return nil, clean, dblock.ErrNotAcquired
-				}
-				if clean {
-					contended = true
-					continue
-				}
-				// The connection failed too (the rollback did): that is
-				// what to report, not contention, which never reaches
-				// users.
-				return nil, false, l.acquireError(ctx, key.name, rbErr)
-			}
-			return nil, clean, l.acquireError(ctx, key.name, err)
-		case !clean:
-			return nil, false, l.acquireError(ctx, key.name, rbErr)
-		case !found:
-			if created == maxRowCreations {
-				return nil, true, fmt.Errorf("forupdate: acquire %q: its row keeps disappearing (rows of %s must never be deleted)", key.name, l.cfg.table)
-			}
-			created++
-			if err := l.d.create(ctx, conn, key.name); err != nil {
-				if ctx.Err() != nil {
-					return nil, false, errors.Join(dblock.ErrNotAcquired, ctx.Err())
-				}
-				if lockkit.ClassifyError(err) == lockkit.ClassContention {
-					continue
-				}
-				return nil, false, l.acquireError(ctx, key.name, err)
-			}
-		}
-	}
 }
 
 // conn takes a connection from the pool, waiting at most the configured
@@ -133,83 +48,6 @@ func (l *Locker) conn(ctx context.Context) (*sql.Conn, error) {
 			ErrNoConnection, l.cfg.connTimeout, s.MaxOpenConnections, s.InUse, err)
 	}
 	return nil, lockkit.WrapDBError("forupdate: connect", err)
-}
-
-// endSession returns conn to the pool in the state it was taken in, or has
-// it closed when that state is uncertain. With background set (after a
-// release), a session to restore (MySQL) is restored after endSession
-// returns: the lock is free already, so the caller need not wait for the
-// connection's housekeeping, and the connection stays out of the pool
-// until it is done. Close waits for the restores under way. A failed
-// acquisition restores before it returns: a refused call leaves the pool
-// as it found it.
-func (l *Locker) endSession(ctx context.Context, conn *sql.Conn, clean, background bool) {
-	switch {
-	case !clean:
-		discard(conn)
-		return
-	case !l.d.restoresSession():
-		_ = conn.Close()
-		return
-	case !background:
-		l.restoreSession(ctx, conn)
-		return
-	}
-	l.restoring.start()
-	go func() {
-		defer l.restoring.end()
-		l.restoreSession(ctx, conn)
-	}()
-}
-
-// restoreSession undoes openSession and returns conn to the pool, or closes
-// it if that fails.
-func (l *Locker) restoreSession(ctx context.Context, conn *sql.Conn) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if err := l.d.closeSession(cctx, conn); err != nil {
-		l.cfg.logger.Warn("forupdate: restoring the session failed; closing the connection", "error", err)
-		discard(conn)
-		return
-	}
-	_ = conn.Close()
-}
-
-// tasks counts work under way in the background, so that it can be waited
-// for. Unlike a sync.WaitGroup, it may be waited for while tasks start.
-type tasks struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero; nil while it is zero
-}
-
-func (t *tasks) start() {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-	t.mu.Unlock()
-}
-
-func (t *tasks) end() {
-	t.mu.Lock()
-	t.n--
-	if t.n == 0 {
-		close(t.idle)
-		t.idle = nil
-	}
-	t.mu.Unlock()
-}
-
-// wait returns once no task is under way.
-func (t *tasks) wait() {
-	t.mu.Lock()
-	idle := t.idle
-	t.mu.Unlock()
-	if idle != nil {
-		<-idle
-	}
 }
 
 func (l *Locker) acquireError(ctx context.Context, name string, err error) error {

@@ -42,10 +42,11 @@ type hold struct {
 	stopped bool // under mu: no tick may start or reschedule
 }
 
-// newHold starts the hold's pings; stopPinging stops them.
-func newHold(l *Locker, key holdKey, token int64, ttl time.Duration, conn *sql.Conn, tx *sql.Tx, txCancel context.CancelFunc) *hold {
+// newHold is the hold of key that the attempt c won with token; txCancel
+// ends c.tx's context. It starts the hold's pings; stopPinging stops them.
+func newHold(l *Locker, key holdKey, c lockCall, token int64, txCancel context.CancelFunc) *hold {
 	h := &hold{
-		l: l, key: key, token: token, ttl: ttl, conn: conn, tx: tx, txCancel: txCancel,
+		l: l, key: key, token: token, ttl: c.ttl, conn: c.conn, tx: c.tx, txCancel: txCancel,
 		handles:   make(map[*Lock]struct{}),
 		lastAlive: clock.Now(),
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -16,10 +17,10 @@ import (
 // the Locker has waiters, and for an idle period after, so a stream of
 // handoffs does not pay for a new LISTEN each time.
 type listener struct {
-	db   *sql.DB
-	idle time.Duration
-	wake func(name string)
-	log  func(msg string, args ...any)
+	db      *sql.DB
+	idle    time.Duration
+	waiters *waitlist // of the Locker; its first waiter of a released name is woken
+	logger  *slog.Logger
 
 	mu        sync.Mutex
 	running   bool
@@ -46,7 +47,7 @@ func (ln *listener) ensure(ctx context.Context) bool {
 	if !ln.running && !reserveListenConn(ln.db) {
 		if !ln.warned {
 			ln.warned = true
-			ln.log("rowlock: the pool cannot spare a connection to LISTEN on; waiters poll",
+			ln.logger.Warn("rowlock: the pool cannot spare a connection to LISTEN on; waiters poll",
 				"max_open_conns", ln.db.Stats().MaxOpenConnections)
 		}
 		ln.mu.Unlock()
@@ -125,7 +126,7 @@ func (ln *listener) run(ctx context.Context, ready, failed, done chan struct{}) 
 	ln.mu.Unlock()
 	close(failed)
 	if err != nil && ctx.Err() == nil {
-		ln.log("rowlock: listener stopped; waiters poll until it restarts", "error", err)
+		ln.logger.Warn("rowlock: listener stopped; waiters poll until it restarts", "error", err)
 	}
 }
 
@@ -152,7 +153,7 @@ func (ln *listener) listen(ctx context.Context, ready chan struct{}) error {
 				// it back to the pool.
 				return errors.Join(err, driver.ErrBadConn)
 			}
-			ln.wake(n.Payload)
+			ln.waiters.wakeFirst(n.Payload)
 		}
 	})
 }

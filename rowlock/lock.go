@@ -51,20 +51,21 @@ var (
 // slightly different rates.
 func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-func (l *Locker) newLock(acquireCtx context.Context, a attempt, o dblock.Options, owner dblock.Owner, token int64, sent time.Time) *Lock {
+// newLock is the hold a won, with token, by a try sent at sent.
+func (l *Locker) newLock(acquireCtx context.Context, a attempt, token int64, sent time.Time) *Lock {
 	// The lock outlives Acquire's context (often a timeout), but keeps its
 	// values, and carries the owner so that acquiring with it re-enters.
-	base := dblock.WithOwner(context.WithoutCancel(acquireCtx), owner.ID)
+	base := dblock.WithOwner(context.WithoutCancel(acquireCtx), a.ownerID)
 	ctx, cancel := context.WithCancelCause(base)
 	renewCtx, stopRenew := context.WithCancel(context.Background())
 	k := &Lock{
 		l:         l,
-		h:         holder{name: a.name, host: owner.Host, ownerID: owner.ID, token: token},
-		ttl:       o.TTL,
-		owner:     owner,
+		h:         holder{name: a.name, host: a.host, ownerID: a.ownerID, token: token},
+		ttl:       a.ttl,
+		owner:     a.owner(),
 		ctx:       ctx,
 		cancel:    cancel,
-		deadline:  sent.Add(o.TTL - safetyMargin(o.TTL)),
+		deadline:  sent.Add(a.ttl - safetyMargin(a.ttl)),
 		renewCtx:  renewCtx,
 		stopRenew: stopRenew,
 		renewDone: make(chan struct{}),
@@ -259,7 +260,7 @@ func (k *Lock) Release(ctx context.Context) error {
 		return err
 	})
 	if err == nil {
-		wakeLocal(k.h.name)
+		busyWaitlists.wakeFirst(k.h.name)
 	}
 	if loopStarted {
 		<-k.renewDone

@@ -1,11 +1,14 @@
 package rowlock
 
 import (
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/queue"
 )
 
 // Defaults of the Locker options.
@@ -92,6 +95,54 @@ const DefaultIdleRecheck = 30 * time.Second
 // name in the Locker check the lock on their own: a safety net that costs
 // one try per waiter per period. Default DefaultIdleRecheck.
 func WithIdleRecheck(d time.Duration) Option { return func(c *config) { c.idleRecheck = d } }
+
+// newConfig applies opts over the defaults, resolves the dialect of db and
+// checks the result.
+func newConfig(db *sql.DB, opts []Option) (config, error) {
+	cfg := config{
+		logger:       slog.New(slog.DiscardHandler),
+		minPoll:      DefaultMinPollInterval,
+		maxPoll:      0, // by dialect: see setPollCaps
+		listenerIdle: DefaultListenerIdle,
+		listen:       true,
+		waiterTTL:    queue.DefaultWaiterTTL,
+		idleRecheck:  DefaultIdleRecheck,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return config{}, fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
+		}
+		opt(&cfg)
+	}
+	d, err := lockkit.ResolveDialect(db, cfg.dialect)
+	if err != nil {
+		return config{}, fmt.Errorf("rowlock: %w", err)
+	}
+	cfg.dialect = d
+	cfg.setPollCaps()
+	if err := cfg.validate(); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+// setPollCaps fills in the caps on waiters' pauses that WithPollInterval
+// left to the dialect.
+func (c *config) setPollCaps() {
+	if c.maxPoll != 0 {
+		c.maxPollUnnotified = c.maxPoll
+		return
+	}
+	// Waiters notified of releases poll only for lapsed leases; the
+	// others poll for releases too, and a handoff waits half a pause.
+	c.maxPoll = DefaultMaxPollInterval
+	if c.dialect != dblock.Postgres || !c.listen {
+		c.maxPoll = DefaultMaxPollIntervalPolling
+	}
+	// Waiters of a Locker that listens poll for releases too while
+	// it cannot (no connection to spare, or the connection was lost).
+	c.maxPollUnnotified = min(c.maxPoll, DefaultMaxPollIntervalPolling)
+}
 
 func (c *config) validate() error {
 	switch {

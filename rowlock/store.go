@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/queue"
 )
 
@@ -43,7 +44,8 @@ type holder struct {
 	token   int64
 }
 
-// attempt is one try to take a lock.
+// attempt is what an acquisition asks for, passed to each of its tries,
+// and, while it waits, where it stands.
 type attempt struct {
 	name    string
 	host    string
@@ -51,6 +53,8 @@ type attempt struct {
 	note    string
 	ttl     time.Duration
 	minHold time.Duration
+	// fair: a waiter joins the fair queue (dblock.Fair).
+	fair bool
 	// waiterID is the caller's row in the fair queue, 0 when not queued.
 	waiterID int64
 	// polling marks a waiter's repeated try on a dialect without release
@@ -58,6 +62,9 @@ type attempt struct {
 	// looks lapsed, keeps frequent polls cheap.
 	polling bool
 }
+
+// owner is who the attempt takes the lock for.
+func (a attempt) owner() dblock.Owner { return dblock.Owner{Host: a.host, ID: a.ownerID} }
 
 // queueID is the id a try compares with the queue: a lapsed lock goes only
 // to a contender with no live waiter older than it. Unqueued contenders

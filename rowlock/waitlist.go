@@ -1,9 +1,7 @@
 package rowlock
 
 import (
-	"math/rand/v2"
 	"sync"
-	"time"
 
 	"github.com/sqllock/sqllock/queue"
 )
@@ -30,12 +28,14 @@ type waiter struct {
 // by arrival not the head of the queue, the head would sleep while the lock
 // is free.
 type waitlist struct {
+	// ln is the Locker's listener, nil when its waiters poll. It is told
+	// when the list gains its first waiter and loses its last, under mu, so
+	// that the two never reach it out of order.
+	ln *listener
+
 	mu     sync.Mutex
 	byName map[string][]*waiter // in arrival order
 	total  int
-	// onBusy and onIdle run (under mu) when the list gains its first waiter
-	// and loses its last.
-	onBusy, onIdle func()
 }
 
 func (wl *waitlist) add(name string) *waiter {
@@ -47,14 +47,14 @@ func (wl *waitlist) add(name string) *waiter {
 	}
 	wl.byName[name] = append(wl.byName[name], w)
 	wl.total++
-	if wl.total == 1 && wl.onBusy != nil {
-		wl.onBusy()
+	if wl.total == 1 {
+		wl.busy()
 	}
 	return w
 }
 
 // setTicket records w's place in the queue. w may become the first; the
-// waiter it displaces finds out at its next try (see Acquire).
+// waiter it displaces finds out at its next try (see waiting.pause).
 func (wl *waitlist) setTicket(w *waiter, t *queue.Ticket) {
 	wl.mu.Lock()
 	defer wl.mu.Unlock()
@@ -80,8 +80,8 @@ func (wl *waitlist) remove(name string, w *waiter) {
 		wl.byName[name] = list
 	}
 	wl.total--
-	if wl.total == 0 && wl.onIdle != nil {
-		wl.onIdle()
+	if wl.total == 0 {
+		wl.idle()
 	}
 	if wasFirst && len(list) > 0 {
 		signal(first(list))
@@ -132,64 +132,66 @@ func signal(w *waiter) {
 	}
 }
 
-// busyLockers are the Lockers of this process that have waiters; a release
-// wakes their first waiter of the name directly, without a round trip
-// through the database. A Locker is here only while it has waiters, so an
-// unclosed Locker is not kept alive by it.
-var busyLockers = struct {
-	sync.Mutex
-	set map[*Locker]struct{}
-}{set: make(map[*Locker]struct{})}
+// busy runs, under mu, when the list gains its first waiter: releases in
+// this process wake it from now on, and the listener stays up.
+func (wl *waitlist) busy() {
+	busyWaitlists.add(wl)
+	if wl.ln != nil {
+		wl.ln.busy()
+	}
+}
 
-func wakeLocal(name string) {
-	busyLockers.Lock()
-	if len(busyLockers.set) == 0 {
+// idle runs, under mu, when the list loses its last waiter.
+func (wl *waitlist) idle() {
+	busyWaitlists.remove(wl)
+	if wl.ln != nil {
+		wl.ln.idleNow()
+	}
+}
+
+// busyWaitlists are the waitlists of this process that have waiters; a
+// release wakes their first waiter of the name directly, without a round
+// trip through the database. It must span every Locker of the process, not
+// one: a PostgreSQL release sends no NOTIFY when all the waiters that asked
+// for one are in this process (see pgRelease), so a waiter of another Locker
+// here hears of the release only through it. A waitlist is here only while
+// it has waiters, so an unclosed Locker is not kept alive by it.
+var busyWaitlists = waitlists{set: make(map[*waitlist]struct{})}
+
+// waitlists is a set of waitlists.
+type waitlists struct {
+	mu  sync.Mutex
+	set map[*waitlist]struct{}
+}
+
+func (s *waitlists) add(wl *waitlist) {
+	s.mu.Lock()
+	s.set[wl] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *waitlists) remove(wl *waitlist) {
+	s.mu.Lock()
+	delete(s.set, wl)
+	s.mu.Unlock()
+}
+
+// wakeFirst wakes the first waiter of name in every waitlist of the set.
+func (s *waitlists) wakeFirst(name string) {
+	s.mu.Lock()
+	if len(s.set) == 0 {
 		// The common, uncontended release: nobody waits in this process.
-		busyLockers.Unlock()
+		s.mu.Unlock()
 		return
 	}
-	lockers := make([]*Locker, 0, len(busyLockers.set))
-	for l := range busyLockers.set {
-		lockers = append(lockers, l)
+	// Woken outside mu: a waitlist takes mu while it holds its own lock
+	// (busy, idle), so taking a waitlist's lock under mu could deadlock.
+	lists := make([]*waitlist, 0, len(s.set))
+	for wl := range s.set {
+		lists = append(lists, wl)
 	}
-	busyLockers.Unlock()
-	for _, l := range lockers {
-		l.waiters.wakeFirst(name)
+	s.mu.Unlock()
+	for _, wl := range lists {
+		wl.wakeFirst(name)
 	}
 }
-
-// pacer decides how long a waiter sleeps between tries.
-type pacer struct {
-	minPoll, maxPoll  time.Duration
-	maxPollUnnotified time.Duration // the cap when releases are not notified
-	backoff           time.Duration
-}
-
-// next returns the pause after a failed try. remaining is the holder's
-// lease left (0 if unknown); notified is true when releases wake us, so
-// polling is needed only for leases that lapse.
-func (p *pacer) next(remaining time.Duration, notified bool) time.Duration {
-	if p.backoff < p.minPoll {
-		p.backoff = p.minPoll
-	}
-	limit := p.maxPoll
-	if !notified {
-		limit = p.maxPollUnnotified
-	}
-	var pause time.Duration
-	switch {
-	case notified && remaining > 0:
-		pause = remaining + time.Millisecond
-	default:
-		pause = min(p.backoff, limit)
-		p.backoff = min(2*p.backoff, limit)
-		if remaining > 0 && remaining+time.Millisecond < pause {
-			pause = remaining + time.Millisecond
-		}
-	}
-	pause = min(pause, limit)
-	// ±20% jitter keeps waiters of different processes from polling in step.
-	return time.Duration(float64(pause) * (0.8 + 0.4*rand.Float64()))
-}
-
-func (p *pacer) reset() { p.backoff = p.minPoll }

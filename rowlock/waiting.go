@@ -1,0 +1,191 @@
+package rowlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/queue"
+)
+
+// waiting is one Acquire call from its first try to its last: its place
+// among the Locker's waiters and in the fair queue, whether releases in
+// other processes reach it, and how long it sleeps between tries.
+type waiting struct {
+	l *Locker
+	a attempt
+	w *waiter
+	// ticket is the place in the fair queue, nil until a fair waiter joins.
+	ticket *queue.Ticket
+	pacer  pacer
+	// listening is true while the Locker's listener runs: a release in
+	// another process wakes the first waiter.
+	listening bool
+	// wasFirst is true when, at the last pause, this was the waiter of the
+	// name that polls.
+	wasFirst bool
+	timer    *time.Timer // made at the first sleep; most calls never sleep
+}
+
+// startWaiting enters a among the Locker's waiters; end takes it out.
+func (l *Locker) startWaiting(a attempt) waiting {
+	return waiting{
+		l: l,
+		a: a,
+		w: l.waiters.add(a.name),
+		pacer: pacer{
+			minPoll:           l.cfg.minPoll,
+			maxPoll:           l.cfg.maxPoll,
+			maxPollUnnotified: l.cfg.maxPollUnnotified,
+		},
+	}
+}
+
+// run tries until a try takes the lock, fails, or ctx ends, sleeping
+// between tries.
+func (wt *waiting) run(ctx context.Context) (*Lock, error) {
+	for {
+		if wt.ticket != nil {
+			// Read at every try: a waiter whose place lapsed is queued
+			// again, under a new id.
+			wt.a.waiterID = wt.ticket.ID()
+		}
+		out, sent, err := wt.l.try(ctx, wt.a)
+		if err != nil {
+			return nil, cutShort(ctx, err)
+		}
+		if out.acquired {
+			return wt.l.newLock(ctx, wt.a, out.token, sent), nil
+		}
+		// Later tries of a waiter that polls for releases look before
+		// they try. The owner cannot re-enter while it waits: it does not
+		// hold the lock.
+		wt.a.polling = wt.l.ln == nil
+		tryNow, err := wt.beforeSleep(ctx)
+		if err != nil {
+			return nil, cutShort(ctx, err)
+		}
+		if tryNow {
+			continue
+		}
+		pause, err := wt.pause(ctx, out.remaining)
+		if err != nil {
+			return nil, err
+		}
+		if err := wt.sleep(ctx, pause); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// beforeSleep readies the waiter to sleep after a failed try: a fair
+// waiter joins the queue, and in a Locker that listens the listener is
+// started. tryNow is true when the next try must not wait: the first try
+// that carries the waiter's place in the queue, or the first once the
+// listener listens, since a release between the failed try and LISTEN was
+// announced to nobody.
+func (wt *waiting) beforeSleep(ctx context.Context) (tryNow bool, err error) {
+	if wt.a.fair && wt.ticket == nil {
+		ticket, err := wt.l.queue.Enqueue(ctx, wt.a.name, wt.a.owner())
+		if err != nil {
+			return false, err
+		}
+		wt.ticket = ticket
+		wt.l.waiters.setTicket(wt.w, ticket)
+		return true, nil
+	}
+	if wt.l.ln != nil && !wt.listening {
+		wt.listening = wt.l.ln.ensure(ctx)
+		return wt.listening, nil
+	}
+	return false, nil
+}
+
+// pause is how long to sleep after a failed try that found remaining of
+// the holder's lease. Only the first waiter of a name in this Locker polls;
+// the others sleep until it leaves (it wakes the next) or a release wakes
+// them, so idle waiters cost the database nothing.
+func (wt *waiting) pause(ctx context.Context, remaining time.Duration) (time.Duration, error) {
+	first := wt.l.waiters.isFirst(wt.a.name, wt.w)
+	if wt.wasFirst && !first {
+		// A waiter with an older place in the queue (or this one, queued
+		// again at the tail) is first now: it must poll, and may be
+		// asleep.
+		wt.l.waiters.wakeFirst(wt.a.name)
+	}
+	wt.wasFirst = first
+	if !first {
+		return wt.l.cfg.idleRecheck, nil
+	}
+	notified := wt.listening
+	if wt.listening {
+		var err error
+		if remaining, notified, err = wt.askWake(ctx, remaining); err != nil {
+			return 0, err
+		}
+	}
+	return wt.pacer.next(remaining, notified), nil
+}
+
+// askWake asks that the holder's release be announced: releases are
+// announced only when asked for. It returns the holder's lease left
+// (remaining, unless the database said) and whether the release will wake
+// this waiter.
+func (wt *waiting) askWake(ctx context.Context, remaining time.Duration) (time.Duration, bool, error) {
+	var armed bool
+	var left time.Duration
+	err := lockkit.RetryContention(ctx, func() (err error) {
+		armed, left, err = wt.l.store.wantWake(ctx, wt.a.name)
+		return err
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return 0, false, errors.Join(dblock.ErrNotAcquired, ctx.Err())
+	case err != nil:
+		wt.l.cfg.logger.Warn("rowlock: asking for a wake-up failed; polling", "name", wt.a.name, "error", err)
+		return remaining, false, nil
+	case armed:
+		return left, true, nil
+	}
+	// Not held any more, or kept for older fair waiters: no announcement
+	// will come.
+	return remaining, false, nil
+}
+
+// sleep waits for pause to pass, a wake-up, or ctx to end.
+func (wt *waiting) sleep(ctx context.Context, pause time.Duration) error {
+	if wt.timer == nil {
+		wt.timer = time.NewTimer(pause)
+	} else {
+		wt.timer.Reset(pause)
+	}
+	select {
+	case <-ctx.Done():
+		return errors.Join(dblock.ErrNotAcquired, ctx.Err())
+	case <-wt.w.wake:
+		wt.pacer.reset()
+	case <-wt.timer.C:
+	}
+	if wt.listening {
+		// The listener may have stopped (lost connection); restart it.
+		wt.listening = wt.l.ln.ensure(ctx)
+	}
+	return nil
+}
+
+// end takes the waiter out of the fair queue and off the Locker's list,
+// whatever the outcome: on success the row is ours and the queue entry
+// only misleads.
+func (wt *waiting) end(ctx context.Context) {
+	if wt.timer != nil {
+		wt.timer.Stop()
+	}
+	if wt.ticket != nil {
+		if err := wt.ticket.Leave(ctx); err != nil {
+			wt.l.cfg.logger.Warn("rowlock: leaving the queue failed", "name", wt.a.name, "error", err)
+		}
+	}
+	wt.l.waiters.remove(wt.a.name, wt.w)
+}
