@@ -241,30 +241,3 @@ func (s postgresStore) wantWake(ctx context.Context, name string) (bool, time.Du
 func (postgresStore) notifies() bool { return true }
 
 func (postgresStore) close() {}
-
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// execOne runs a statement that changes at most one row and reports whether
-// it did.
-func execOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
-	res, err := db.ExecContext(ctx, query, args...)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-// queryOne runs a query that returns at most one row and reports whether it
-// did.
-func queryOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
-	var one int
-	err := db.QueryRowContext(ctx, query, args...).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
-}

@@ -3,6 +3,7 @@ package rowlock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"hash/fnv"
 	"math"
 	"time"
@@ -127,3 +128,32 @@ type sweepBatch struct {
 }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// execer is what execOne and queryOne run on: the pool, the cache of
+// prepared statements, or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// execOne runs a statement that changes at most one row and reports whether
+// it did.
+func execOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
+	res, err := db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// queryOne runs a query that returns at most one row and reports whether it
+// did.
+func queryOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
+	var one int
+	err := db.QueryRowContext(ctx, query, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
