@@ -12,8 +12,8 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/stmtcache"
-	"github.com/sqllock/sqllock/queue"
 )
 
 // Locker takes locks in the dblock_locks table. It is safe for concurrent
@@ -42,7 +42,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		maxPoll:      0, // by dialect, below
 		listenerIdle: DefaultListenerIdle,
 		listen:       true,
-		waiterTTL:    queue.DefaultWaiterTTL,
+		waiterTTL:    DefaultWaiterTTL,
 		idleRecheck:  DefaultIdleRecheck,
 	}
 	for _, opt := range opts {
@@ -131,15 +131,6 @@ func (l *Locker) Close() error {
 	return nil
 }
 
-// Waiters lists the live fair waiters of name in queue order: position,
-// owner, and how long each has waited by the database clock.
-func (l *Locker) Waiters(ctx context.Context, name string) ([]queue.Waiter, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
-		return nil, fmt.Errorf("rowlock: Waiters: %w", err)
-	}
-	return l.queue.List(ctx, name)
-}
-
 // TryAcquire takes name if it is free, its lease has lapsed, or the owner in
 // ctx holds it already; otherwise it returns dblock.ErrNotAcquired at once.
 // For a name used before it is one statement (an UPDATE of its row); a fresh
@@ -169,7 +160,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 // dblock.ErrNotAcquired and ctx.Err(). Other errors as TryAcquire.
 //
 // With dblock.Fair, a waiter that cannot take the lock at once joins the
-// queue (package queue) and takes it only when all older live waiters have
+// queue and takes it only when all older live waiters have
 // had it. Acquirers that are not fair never pass a live queue either: they
 // take the lock only when no fair waiter is queued, but keep no place.
 // Re-entering a lock the owner holds bypasses the queue.

@@ -76,9 +76,14 @@ func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
 // waiter. Default DefaultListenerIdle.
 func WithListenerIdle(d time.Duration) Option { return func(c *config) { c.listenerIdle = d } }
 
+// DefaultWaiterTTL is how long a fair waiter stays queued without a
+// heartbeat (see WithWaiterTTL).
+const DefaultWaiterTTL = 10 * time.Second
+
 // WithWaiterTTL sets how long a fair waiter stays queued without a
 // heartbeat: a waiter whose process died holds up the queue this long.
-// Default queue.DefaultWaiterTTL.
+// Its waiters heartbeat every TTL/3. Default DefaultWaiterTTL, at least
+// 100 ms.
 func WithWaiterTTL(d time.Duration) Option { return func(c *config) { c.waiterTTL = d } }
 
 // DefaultIdleRecheck is how often a waiter that is not the first of its name

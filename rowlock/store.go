@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sqllock/sqllock/queue"
+	"github.com/sqllock/sqllock/internal/queue"
 )
 
 // The tables created by package migrations.

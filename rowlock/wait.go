@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sqllock/sqllock/queue"
+	"github.com/sqllock/sqllock/internal/queue"
 )
 
 // waiter is one Acquire call waiting for a name.
