@@ -13,5 +13,6 @@
 // waiters goes only to the oldest of them, however its other contenders
 // asked); this package only keeps the queue. It is internal because it is
 // how rowlock implements dblock.Fair: users see the queue through rowlock
-// (Locker.Waiters, WithWaiterTTL).
+// (Locker.Waiters, WithWaiterTTL), and the reaper deletes dead waiters
+// through rowlock too (Locker.DeleteDeadWaiters).
 package queue
