@@ -160,3 +160,15 @@ func discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = conn.Close()
 }
+
+// pingDriver pings through database/sql/driver interfaces, for drivers
+// this package has no special knowledge of.
+func pingDriver(ctx context.Context, dc any) (pingOutcome, error) {
+	if v, ok := dc.(driver.Validator); ok && !v.IsValid() {
+		return pingBusy, nil
+	}
+	if p, ok := dc.(driver.Pinger); ok {
+		return pingAlive, p.Ping(ctx)
+	}
+	return pingAlive, nil
+}

@@ -3,7 +3,6 @@ package forupdate
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"math"
 	"strconv"
@@ -152,16 +151,4 @@ func pgConnOfDriver(dc any) *pgconn.PgConn {
 		return c.Conn().PgConn()
 	}
 	return nil
-}
-
-// pingDriver pings through database/sql/driver interfaces, for drivers
-// this package has no special knowledge of.
-func pingDriver(ctx context.Context, dc any) (pingOutcome, error) {
-	if v, ok := dc.(driver.Validator); ok && !v.IsValid() {
-		return pingBusy, nil
-	}
-	if p, ok := dc.(driver.Pinger); ok {
-		return pingAlive, p.Ping(ctx)
-	}
-	return pingAlive, nil
 }

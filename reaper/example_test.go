@@ -26,7 +26,7 @@ func Example() {
 	}
 	defer locker.Close()
 
-	r, err := reaper.New(locker, db, reaper.WithSchedule("@every 5m"))
+	r, err := reaper.New(locker, reaper.WithSchedule("@every 5m"))
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +59,7 @@ func ExampleReaper_RunOnce() {
 	}
 	defer held.Release(ctx)
 
-	r, err := reaper.New(locker, db)
+	r, err := reaper.New(locker)
 	if err != nil {
 		panic(err)
 	}

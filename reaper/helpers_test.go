@@ -65,9 +65,9 @@ func newLocker(t testing.TB, db *sql.DB) *rowlock.Locker {
 	return l
 }
 
-func newReaper(t testing.TB, l *rowlock.Locker, db *sql.DB, opts ...reaper.Option) *reaper.Reaper {
+func newReaper(t testing.TB, l *rowlock.Locker, opts ...reaper.Option) *reaper.Reaper {
 	t.Helper()
-	r, err := reaper.New(l, db, opts...)
+	r, err := reaper.New(l, opts...)
 	if err != nil {
 		t.Fatalf("reaper.New: %v", err)
 	}

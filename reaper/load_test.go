@@ -51,7 +51,7 @@ func TestSweepUnderLoad(t *testing.T) {
 			}
 			// The default grace keeps the acquirers' own released rows, which
 			// are reused at once, as in production.
-			r := newReaper(t, l, tg.DB)
+			r := newReaper(t, l)
 
 			base := acquireLoad(t, l, prefix+"acquirer/", func() { time.Sleep(loadBaseline) })
 			var res reaper.Result

@@ -2,7 +2,6 @@ package reaper
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,11 +18,9 @@ import (
 // Reaper deletes lapsed lock rows and dead waiters, now (RunOnce) or on a
 // schedule (Start). It is safe for concurrent use.
 type Reaper struct {
-	locker     *rowlock.Locker
-	db         *sql.DB
-	cfg        config
-	schedule   cron.Schedule
-	waitersSQL string
+	locker   *rowlock.Locker
+	cfg      config
+	schedule cron.Schedule
 
 	mu   sync.Mutex
 	cron *cron.Cron    // non-nil between Start and Stop
@@ -45,15 +42,12 @@ type Result struct {
 	Skipped bool
 }
 
-// New returns a Reaper that sweeps the tables of locker's database. db must
-// be the database locker was created on; the reaper deletes dead waiters
-// with it. New does no I/O and never closes db.
-func New(locker *rowlock.Locker, db *sql.DB, opts ...Option) (*Reaper, error) {
+// New returns a Reaper that sweeps the tables of locker's database through
+// locker (rowlock.Locker.Sweep and DeleteDeadWaiters), which must stay open
+// while the reaper runs. New does no I/O.
+func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "locker", Reason: "nil *rowlock.Locker"})
-	}
-	if db == nil {
-		return nil, fmt.Errorf("reaper: %w: nil *sql.DB", dblock.ErrInvalidDB)
 	}
 	cfg := config{
 		schedule:  DefaultSchedule,
@@ -75,13 +69,7 @@ func New(locker *rowlock.Locker, db *sql.DB, opts ...Option) (*Reaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "WithSchedule", Reason: fmt.Sprintf("%q: %v", cfg.schedule, err)})
 	}
-	return &Reaper{
-		locker:     locker,
-		db:         db,
-		cfg:        cfg,
-		schedule:   schedule,
-		waitersSQL: deadWaitersSQL(locker.Dialect()),
-	}, nil
+	return &Reaper{locker: locker, cfg: cfg, schedule: schedule}, nil
 }
 
 // RunOnce sweeps now: it deletes lock rows whose lease lapsed more than the
@@ -214,7 +202,7 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 			return n, next == "", err
 		}},
 		{&res.Waiters, func() (int, bool, error) {
-			n, err := deleteDeadWaiters(ctx, r.db, r.waitersSQL, r.cfg.grace, r.cfg.batchSize)
+			n, err := r.locker.DeleteDeadWaiters(ctx, r.cfg.grace, r.cfg.batchSize)
 			return n, n < r.cfg.batchSize, err
 		}},
 	}

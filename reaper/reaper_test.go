@@ -21,11 +21,8 @@ import (
 func TestNewRejectsBadInput(t *testing.T) {
 	tg := testdb.Targets(t)[0]
 	l := newLocker(t, tg.DB)
-	if _, err := reaper.New(nil, tg.DB); !errors.Is(err, dblock.ErrInvalidOption) {
+	if _, err := reaper.New(nil); !errors.Is(err, dblock.ErrInvalidOption) {
 		t.Errorf("New(nil locker) = %v, want ErrInvalidOption", err)
-	}
-	if _, err := reaper.New(l, nil); !errors.Is(err, dblock.ErrInvalidDB) {
-		t.Errorf("New(nil db) = %v, want ErrInvalidDB", err)
 	}
 	for _, c := range []struct {
 		name string
@@ -41,12 +38,12 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"empty schedule", reaper.WithSchedule(""), dblock.ErrInvalidOption},
 		{"empty lock name", reaper.WithLockName(""), dblock.ErrInvalidName},
 	} {
-		if _, err := reaper.New(l, tg.DB, c.opt); !errors.Is(err, c.want) {
+		if _, err := reaper.New(l, c.opt); !errors.Is(err, c.want) {
 			t.Errorf("%s: New = %v, want %v", c.name, err, c.want)
 		}
 	}
 	for _, spec := range []string{"@every 1m", "*/5 * * * *", "@hourly", "CRON_TZ=UTC 0 3 * * *"} {
-		if _, err := reaper.New(l, tg.DB, reaper.WithSchedule(spec)); err != nil {
+		if _, err := reaper.New(l, reaper.WithSchedule(spec)); err != nil {
 			t.Errorf("WithSchedule(%q): %v", spec, err)
 		}
 	}
@@ -97,7 +94,7 @@ func TestRunOnceKeepsLiveLocks(t *testing.T) {
 			insertLock(t, tg, ghost, 700*time.Millisecond)
 			ghostLeft := time.Duration(count(t, tg, leaseLeftMicros(tg), ghost)) * time.Microsecond
 
-			r := newReaper(t, l, tg.DB, reaper.WithGrace(0), reaper.WithBatchSize(50))
+			r := newReaper(t, l, reaper.WithGrace(0), reaper.WithBatchSize(50))
 			var total reaper.Result
 			runs := 0
 			for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); runs++ {
@@ -181,7 +178,7 @@ func TestGrace(t *testing.T) {
 			insertWaiters(t, tg, prefix+"recent-waiter", 5, -5*time.Second)
 
 			// DefaultGrace (a minute), batches of 10: eleven batches each.
-			res, err := newReaper(t, l, tg.DB, reaper.WithBatchSize(10)).RunOnce(ctx)
+			res, err := newReaper(t, l, reaper.WithBatchSize(10)).RunOnce(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +192,7 @@ func TestGrace(t *testing.T) {
 				t.Errorf("%d of 5 waiters within the grace left", n)
 			}
 
-			res, err = newReaper(t, l, tg.DB, reaper.WithGrace(0)).RunOnce(ctx)
+			res, err = newReaper(t, l, reaper.WithGrace(0)).RunOnce(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +213,7 @@ func TestSkippedWhileAnotherReaperSweeps(t *testing.T) {
 			l := newLocker(t, tg.DB)
 			prefix := testdb.Name(t) + "/"
 			seedLapsed(t, tg, prefix, 10, time.Hour)
-			r := newReaper(t, l, tg.DB)
+			r := newReaper(t, l)
 
 			other, err := newLocker(t, tg.DB).TryAcquire(ctx, reaper.DefaultLockName)
 			if err != nil {
@@ -256,7 +253,7 @@ func TestOneReaperAtATime(t *testing.T) {
 			for range 4 {
 				// Each replica has its own Locker and pool.
 				db := testdb.Open(t, tg, tg.DSN)
-				r := newReaper(t, newLocker(t, db), db, reaper.WithBatchSize(20))
+				r := newReaper(t, newLocker(t, db), reaper.WithBatchSize(20))
 				reaper.SetSweepingHook(r, func(sweeping bool) {
 					if !sweeping {
 						active.Add(-1)
@@ -299,7 +296,7 @@ func TestRunOnceErrors(t *testing.T) {
 			t.Run("canceled", func(t *testing.T) {
 				l := newLocker(t, shared.DB)
 				// A lock name of its own: this reaper must not skip.
-				r := newReaper(t, l, shared.DB, reaper.WithLockName(testdb.Name(t)))
+				r := newReaper(t, l, reaper.WithLockName(testdb.Name(t)))
 				ctx, cancel := context.WithCancel(t.Context())
 				cancel()
 				res, err := r.RunOnce(ctx)
@@ -309,7 +306,7 @@ func TestRunOnceErrors(t *testing.T) {
 			})
 			t.Run("no tables", func(t *testing.T) {
 				tg := isolated(t, shared, true)
-				r := newReaper(t, newLocker(t, tg.DB), tg.DB)
+				r := newReaper(t, newLocker(t, tg.DB))
 				if _, err := r.RunOnce(t.Context()); !errors.Is(err, dblock.ErrSchemaMissing) {
 					t.Errorf("RunOnce without tables = %v, want ErrSchemaMissing", err)
 				}
@@ -343,7 +340,7 @@ func TestStartStop(t *testing.T) {
 			prefix := testdb.Name(t) + "/"
 			seedLapsed(t, tg, prefix, 300, time.Hour)
 			var logs syncBuffer
-			r := newReaper(t, newLocker(t, tg.DB), tg.DB,
+			r := newReaper(t, newLocker(t, tg.DB),
 				reaper.WithSchedule("@every 1s"),
 				reaper.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			if ctx := r.Stop(); ctx.Err() == nil {
@@ -383,7 +380,7 @@ func TestStopEndsSweepInFlight(t *testing.T) {
 			prefix := testdb.Name(t) + "/"
 			const rows = 20000
 			seedLapsed(t, tg, prefix, rows, time.Hour)
-			r := newReaper(t, newLocker(t, tg.DB), tg.DB,
+			r := newReaper(t, newLocker(t, tg.DB),
 				reaper.WithSchedule("@every 1s"), reaper.WithGrace(0), reaper.WithBatchSize(10))
 			started := make(chan struct{}, 1)
 			reaper.SetSweepingHook(r, func(sweeping bool) {

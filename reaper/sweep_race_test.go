@@ -20,7 +20,7 @@ func TestTryAcquireDuringSweeps(t *testing.T) {
 			tg := isolated(t, shared, false)
 			ctx := t.Context()
 			l := newLocker(t, tg.DB)
-			r := newReaper(t, l, tg.DB, reaper.WithGrace(0))
+			r := newReaper(t, l, reaper.WithGrace(0))
 			var stop atomic.Bool
 			var deleted atomic.Int64
 			swept := make(chan error, 1)

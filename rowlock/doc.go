@@ -29,6 +29,12 @@
 // release never stampedes: the fair waiter with the oldest place in the
 // queue, or with none queued the longest-waiting one.
 //
+// What the tables hold can be looked at without SQL: Locks and Held show
+// the locks taken now, Waiters and AllWaiters the fair queues, Lapsed
+// counts what is left to delete (the sqllock command's status uses them).
+// Sweep and DeleteDeadWaiters delete it, in batches (package reaper runs
+// them on a schedule).
+//
 // Contention never reaches callers: deadlocks, lock wait timeouts,
 // serialization failures and unique violations between contenders (MySQL
 // 1213, 1205, 1062; PostgreSQL 40P01, 40001, 23505). A try to take a lock

@@ -11,13 +11,13 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/queue"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
 // waitQueued polls (bounded) until name has n live fair waiters.
-func waitQueued(t testing.TB, l *rowlock.Locker, name string, n int) []queue.Waiter {
+func waitQueued(t testing.TB, l *rowlock.Locker, name string, n int) []rowlock.Waiter {
 	t.Helper()
 	for range 1000 {
 		ws, err := l.Waiters(context.Background(), name)

@@ -224,6 +224,84 @@ func TestHostileInput(t *testing.T) {
 		})
 	}
 
+	// The calls that look at, count or clean whole tables, with good
+	// arguments: a grace no row of any test reaches, so that nothing is
+	// deleted when one runs.
+	type call = func(l *rowlock.Locker, name string, ctx context.Context) error
+	tableCalls := []struct {
+		name string
+		call call
+	}{
+		{"Locks", func(l *rowlock.Locker, _ string, ctx context.Context) error {
+			_, err := l.Locks(ctx, 10)
+			return err
+		}},
+		{"Held", func(l *rowlock.Locker, name string, ctx context.Context) error {
+			_, _, err := l.Held(ctx, name)
+			return err
+		}},
+		{"AllWaiters", func(l *rowlock.Locker, _ string, ctx context.Context) error {
+			_, err := l.AllWaiters(ctx, 10)
+			return err
+		}},
+		{"Lapsed", func(l *rowlock.Locker, _ string, ctx context.Context) error {
+			_, _, err := l.Lapsed(ctx)
+			return err
+		}},
+		{"DeleteDeadWaiters", func(l *rowlock.Locker, _ string, ctx context.Context) error {
+			_, err := l.DeleteDeadWaiters(ctx, 1000*time.Hour, 1)
+			return err
+		}},
+	}
+	var tableCases []hostile.Case
+	for _, c := range tableCalls {
+		withCtx := func(mk func(context.Context) context.Context) call {
+			return func(l *rowlock.Locker, name string, ctx context.Context) error { return c.call(l, name, mk(ctx)) }
+		}
+		tableCases = append(tableCases,
+			hostile.Case{Name: "nil context, " + c.name, Want: []error{dblock.ErrInvalidOption},
+				Arrange: hostile.WithLocker(own, withCtx(hostile.NilContext))},
+			hostile.Case{Name: "canceled context, " + c.name, Want: []error{context.Canceled},
+				Arrange: hostile.WithLocker(own, withCtx(hostile.Canceled))},
+			hostile.Case{Name: "missing tables, " + c.name, Want: []error{dblock.ErrSchemaMissing}, Msg: "migrations.Up",
+				Arrange: hostile.WithLocker(emptyDB, c.call)},
+			hostile.Case{Name: "closed *sql.DB, " + c.name, Want: []error{dblock.ErrInvalidDB},
+				Arrange: hostile.WithLocker(closedDB, c.call)},
+		)
+	}
+	invalid := func(c call) hostile.Arrange { return hostile.WithLocker(own, c) }
+	tableCases = append(tableCases, []hostile.Case{
+		{Name: "Locks with limit 0", Want: []error{dblock.ErrInvalidOption},
+			Arrange: invalid(func(l *rowlock.Locker, _ string, ctx context.Context) error { _, err := l.Locks(ctx, 0); return err })},
+		{Name: "AllWaiters with a negative limit", Want: []error{dblock.ErrInvalidOption},
+			Arrange: invalid(func(l *rowlock.Locker, _ string, ctx context.Context) error {
+				_, err := l.AllWaiters(ctx, math.MinInt)
+				return err
+			})},
+		{Name: "Held of the empty name", Want: []error{dblock.ErrInvalidName},
+			Arrange: invalid(func(l *rowlock.Locker, _ string, ctx context.Context) error { _, _, err := l.Held(ctx, ""); return err })},
+		{Name: "Held of a name of 10 MB", Want: []error{dblock.ErrInvalidName},
+			Arrange: invalid(func(l *rowlock.Locker, name string, ctx context.Context) error {
+				_, _, err := l.Held(ctx, name+hostile.TenMB())
+				return err
+			})},
+		{Name: "DeleteDeadWaiters with a negative grace", Want: []error{dblock.ErrInvalidOption},
+			Arrange: invalid(func(l *rowlock.Locker, _ string, ctx context.Context) error {
+				_, err := l.DeleteDeadWaiters(ctx, -time.Second, 1)
+				return err
+			})},
+		{Name: "DeleteDeadWaiters with limit 0", Want: []error{dblock.ErrInvalidOption},
+			Arrange: invalid(func(l *rowlock.Locker, _ string, ctx context.Context) error {
+				_, err := l.DeleteDeadWaiters(ctx, 0, 0)
+				return err
+			})},
+		{Name: "DeleteDeadWaiters with a limit over MaxSweepBatch", Want: []error{dblock.ErrInvalidOption},
+			Arrange: invalid(func(l *rowlock.Locker, _ string, ctx context.Context) error {
+				_, err := l.DeleteDeadWaiters(ctx, 0, rowlock.MaxSweepBatch+1)
+				return err
+			})},
+	}...)
+
 	cases := append(hostile.ContractCases(kit), []hostile.Case{
 		// Acquisition options.
 		{Name: "nil option among good ones, Acquire", Want: []error{dblock.ErrInvalidOption},
@@ -370,6 +448,7 @@ func TestHostileInput(t *testing.T) {
 				return waitersOn(l, name+hostile.TenMB(), ctx)
 			})},
 	}...)
+	cases = append(cases, tableCases...)
 
 	hostile.Run(t, testdb.Targets(t), func(*testing.T, testdb.Target) hostile.Backend { return rowlockBackend{} }, cases)
 }

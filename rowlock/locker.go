@@ -1,15 +1,14 @@
 package rowlock
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/stmtcache"
-	"github.com/sqllock/sqllock/queue"
 )
 
 // Locker takes locks in the dblock_locks table. It is safe for concurrent
@@ -75,13 +74,4 @@ func (l *Locker) Close() error {
 	l.queue.Close()
 	l.store.close()
 	return nil
-}
-
-// Waiters lists the live fair waiters of name in queue order: position,
-// owner, and how long each has waited by the database clock.
-func (l *Locker) Waiters(ctx context.Context, name string) ([]queue.Waiter, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
-		return nil, fmt.Errorf("rowlock: Waiters: %w", err)
-	}
-	return l.queue.List(ctx, name)
 }

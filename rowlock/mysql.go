@@ -120,6 +120,23 @@ WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND name IN (%s)
 FOR UPDATE SKIP LOCKED`
 )
 
+// The listing queries compute durations in the database:
+// UTC_TIMESTAMP(6) is fixed for the statement, and DATETIME columns could
+// not be scanned without parseTime in the DSN.
+const (
+	myHeldColumns = `
+SELECT name, token, owner_host, owner_id, hold_count, note,
+    TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)),
+    TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM ` + locksTable
+
+	myLocks = myHeldColumns + ` WHERE expires_at > UTC_TIMESTAMP(6) ORDER BY name LIMIT ?`
+
+	myHeldByName = myHeldColumns + ` WHERE name = ? AND expires_at > UTC_TIMESTAMP(6)`
+
+	myCountLapsed = `SELECT count(*) FROM ` + locksTable + ` WHERE expires_at <= UTC_TIMESTAMP(6)`
+)
+
 func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
 	if a.polling {
 		// A lease with time left cannot be taken by anyone else (a fresh
@@ -320,6 +337,20 @@ func placeholders(n int) string {
 
 func (mysqlStore) wantWake(context.Context, string) (bool, time.Duration, error) {
 	return false, 0, nil
+}
+
+func (s mysqlStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {
+	return queryHeld(ctx, s.db, myLocks, limit)
+}
+
+func (s mysqlStore) held(ctx context.Context, name string) (HeldLock, bool, error) {
+	return onlyRow(queryHeld(ctx, s.db, myHeldByName, name))
+}
+
+func (s mysqlStore) countLapsed(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, myCountLapsed).Scan(&n)
+	return n, err
 }
 
 func (mysqlStore) notifies() bool { return false }

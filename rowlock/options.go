@@ -8,7 +8,6 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
-	"github.com/sqllock/sqllock/queue"
 )
 
 // Defaults of the Locker options.
@@ -79,9 +78,14 @@ func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
 // waiter. Default DefaultListenerIdle.
 func WithListenerIdle(d time.Duration) Option { return func(c *config) { c.listenerIdle = d } }
 
+// DefaultWaiterTTL is how long a fair waiter stays queued without a
+// heartbeat (see WithWaiterTTL).
+const DefaultWaiterTTL = 10 * time.Second
+
 // WithWaiterTTL sets how long a fair waiter stays queued without a
 // heartbeat: a waiter whose process died holds up the queue this long.
-// Default queue.DefaultWaiterTTL.
+// Its waiters heartbeat every TTL/3. Default DefaultWaiterTTL, at least
+// 100 ms.
 func WithWaiterTTL(d time.Duration) Option { return func(c *config) { c.waiterTTL = d } }
 
 // DefaultIdleRecheck is how often a waiter that is not the first of its name
@@ -105,7 +109,7 @@ func newConfig(db *sql.DB, opts []Option) (config, error) {
 		maxPoll:      0, // by dialect: see setPollCaps
 		listenerIdle: DefaultListenerIdle,
 		listen:       true,
-		waiterTTL:    queue.DefaultWaiterTTL,
+		waiterTTL:    DefaultWaiterTTL,
 		idleRecheck:  DefaultIdleRecheck,
 	}
 	for _, opt := range opts {

@@ -187,6 +187,22 @@ SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM scanned),
        COALESCE((SELECT name FROM scanned ORDER BY name DESC LIMIT 1), '')`
 )
 
+// The listing queries compute durations in the database, against one
+// reading of its clock.
+const (
+	pgHeldColumns = `
+SELECT name, token, owner_host, owner_id, hold_count, note,
+    (extract(epoch FROM c.now - acquired_at) * 1000000)::bigint,
+    (extract(epoch FROM expires_at - c.now) * 1000000)::bigint
+FROM ` + locksTable + ` CROSS JOIN (SELECT clock_timestamp() AS now) c`
+
+	pgLocks = pgHeldColumns + ` WHERE expires_at > c.now ORDER BY name LIMIT $1`
+
+	pgHeld = pgHeldColumns + ` WHERE name = $1 AND expires_at > c.now`
+
+	pgCountLapsed = `SELECT count(*) FROM ` + locksTable + ` WHERE expires_at <= clock_timestamp()`
+)
+
 // release is an Exec, not a query: database/sql starts a goroutine for the
 // rows of every query whose context can be canceled (see queryInt64), and
 // the statement's row says no more than the rows affected. RETURNING sees
@@ -238,33 +254,20 @@ func (s postgresStore) wantWake(ctx context.Context, name string) (bool, time.Du
 	return err == nil, time.Duration(us) * time.Microsecond, err
 }
 
+func (s postgresStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {
+	return queryHeld(ctx, s.db, pgLocks, limit)
+}
+
+func (s postgresStore) held(ctx context.Context, name string) (HeldLock, bool, error) {
+	return onlyRow(queryHeld(ctx, s.db, pgHeld, name))
+}
+
+func (s postgresStore) countLapsed(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, pgCountLapsed).Scan(&n)
+	return n, err
+}
+
 func (postgresStore) notifies() bool { return true }
 
 func (postgresStore) close() {}
-
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// execOne runs a statement that changes at most one row and reports whether
-// it did.
-func execOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
-	res, err := db.ExecContext(ctx, query, args...)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-// queryOne runs a query that returns at most one row and reports whether it
-// did.
-func queryOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
-	var one int
-	err := db.QueryRowContext(ctx, query, args...).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
-}

@@ -3,12 +3,13 @@ package rowlock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"hash/fnv"
 	"math"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/queue"
+	"github.com/sqllock/sqllock/internal/queue"
 )
 
 // The tables created by package migrations.
@@ -111,6 +112,12 @@ type store interface {
 	// order, and deletes those whose lease lapsed more than grace ago,
 	// raising their stripes' counters to their tokens first.
 	sweep(ctx context.Context, grace time.Duration, limit int, after string) (sweepBatch, error)
+	// locks returns the locks held now, in name order, at most limit.
+	locks(ctx context.Context, limit int) ([]HeldLock, error)
+	// held returns name's lock if it is held now.
+	held(ctx context.Context, name string) (HeldLock, bool, error)
+	// countLapsed counts the rows whose lease has lapsed.
+	countLapsed(ctx context.Context) (int, error)
 	// wantWake asks that the release of name, held now, be announced to
 	// other processes. armed is false when the lock is not held (free, or
 	// lapsed and kept for fair waiters): there will be no announcement.
@@ -134,3 +141,63 @@ type sweepBatch struct {
 }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// execer is what execOne and queryOne run on: the pool, the cache of
+// prepared statements, or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// execOne runs a statement that changes at most one row and reports whether
+// it did.
+func execOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
+	res, err := db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// queryOne runs a query that returns at most one row and reports whether it
+// did.
+func queryOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
+	var one int
+	err := db.QueryRowContext(ctx, query, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// queryHeld runs a query whose rows are name, token, owner_host, owner_id,
+// hold_count, note, µs since the lock was acquired and µs until its lease
+// ends.
+func queryHeld(ctx context.Context, db *sql.DB, query string, args ...any) ([]HeldLock, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []HeldLock
+	for rows.Next() {
+		var h HeldLock
+		var heldUs, expiresUs int64
+		if err := rows.Scan(&h.Name, &h.Token, &h.OwnerHost, &h.OwnerID, &h.HoldCount, &h.Note, &heldUs, &expiresUs); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		h.HeldFor = time.Duration(heldUs) * time.Microsecond
+		h.ExpiresIn = time.Duration(expiresUs) * time.Microsecond
+		out = append(out, h)
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// onlyRow returns the only lock a query by name returns, if any.
+func onlyRow(locks []HeldLock, err error) (HeldLock, bool, error) {
+	if err != nil || len(locks) == 0 {
+		return HeldLock{}, false, err
+	}
+	return locks[0], true, nil
+}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
-	"github.com/sqllock/sqllock/queue"
+	"github.com/sqllock/sqllock/internal/queue"
 )
 
 // waiting is one Acquire call from its first try to its last: its place

@@ -3,7 +3,7 @@ package rowlock
 import (
 	"sync"
 
-	"github.com/sqllock/sqllock/queue"
+	"github.com/sqllock/sqllock/internal/queue"
 )
 
 // waiter is one Acquire call waiting for a name.

@@ -97,7 +97,9 @@ func TestCLI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cli.expect(exitTempFail, "", "sqllock: lock "+name+" is held by another process", "run", "--name", name, "--", "true")
+				owner := held.(*rowlock.Lock).Owner()
+				// The message names the holder.
+				cli.expect(exitTempFail, "", "sqllock: lock "+name+" is held by another process (by "+owner.Host+" for ", "run", "--name", name, "--", "true")
 				start := time.Now()
 				cli.expect(exitTempFail, "", "waited 300ms", "run", "--name", name, "--wait", "300ms", "--", "true")
 				if d := time.Since(start); d < 300*time.Millisecond {
@@ -115,7 +117,6 @@ func TestCLI(t *testing.T) {
 				if err := json.Unmarshal([]byte(cli.expect(0, "", "", "status", "--json")), &rep); err != nil {
 					t.Fatal(err)
 				}
-				owner := held.(*rowlock.Lock).Owner()
 				found := false
 				for _, l := range rep.Locks {
 					if l.Name == name {

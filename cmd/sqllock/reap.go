@@ -51,7 +51,7 @@ func runReap(inv *invocation, grace time.Duration, batch int, verbose bool) erro
 	if verbose {
 		opts = append(opts, reaper.WithLogger(slog.New(slog.NewTextHandler(inv.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
-	r, err := reaper.New(locker, db, opts...)
+	r, err := reaper.New(locker, opts...)
 	if err != nil {
 		return err
 	}

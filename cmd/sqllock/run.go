@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -102,7 +101,7 @@ func runLocked(inv *invocation, o runOptions) error {
 	}
 
 	ctx := context.Background()
-	db, dialect, err := inv.connect(ctx)
+	db, _, err := inv.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,7 +122,7 @@ func runLocked(inv *invocation, o runOptions) error {
 	lock, err := acquire(ctx, locker, o, lockOpts, signals)
 	if errors.Is(err, dblock.ErrNotAcquired) {
 		msg := fmt.Sprintf("lock %s is held by another process", o.name)
-		if holder := describeHolder(ctx, db, dialect, o.name); holder != "" {
+		if holder := describeHolder(ctx, locker, o.name); holder != "" {
 			msg += " (" + holder + ")"
 		}
 		if o.wait > 0 {
@@ -289,21 +288,14 @@ func startError(name string, err error) error {
 
 // describeHolder says who holds name and for how long, best effort: it is
 // only for the message.
-func describeHolder(ctx context.Context, db *sql.DB, dialect dblock.Dialect, name string) string {
-	query := `SELECT owner_host, (extract(epoch FROM clock_timestamp() - acquired_at) * 1000)::bigint
-FROM dblock_locks WHERE name = $1 AND expires_at > clock_timestamp()`
-	if dialect == dblock.MySQL {
-		query = `SELECT owner_host, TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000
-FROM dblock_locks WHERE name = ? AND expires_at > UTC_TIMESTAMP(6)`
-	}
+func describeHolder(ctx context.Context, locker *rowlock.Locker, name string) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var host string
-	var heldMS int64
-	if err := db.QueryRowContext(ctx, query, name).Scan(&host, &heldMS); err != nil {
+	h, ok, err := locker.Held(ctx, name)
+	if err != nil || !ok {
 		return ""
 	}
-	return fmt.Sprintf("by %s for %s", printable(host), ms(heldMS))
+	return fmt.Sprintf("by %s for %s", printable(h.OwnerHost), ms(h.HeldFor.Milliseconds()))
 }
 
 // interruptible returns a context canceled by SIGINT or SIGTERM.

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,9 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/reaper"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 var statusCommand = &command{
@@ -66,51 +63,6 @@ type statusReport struct {
 	DeadWaiters int `json:"dead_waiters"`
 }
 
-// The status queries compute durations in the database, in microseconds:
-// DATETIME columns cannot be scanned without parseTime in the MySQL DSN.
-type statusSQL struct {
-	locks, waiters, lapsed, dead string
-}
-
-var statusQueries = map[dblock.Dialect]statusSQL{
-	dblock.Postgres: {
-		locks: `
-SELECT name, owner_host, owner_id, token, hold_count, note,
-    (extract(epoch FROM c.now - acquired_at) * 1000000)::bigint,
-    (extract(epoch FROM expires_at - c.now) * 1000000)::bigint
-FROM dblock_locks CROSS JOIN (SELECT clock_timestamp() AS now) c
-WHERE expires_at > c.now
-ORDER BY name
-LIMIT $1`,
-		waiters: `
-SELECT id, name, owner_host, owner_id, (extract(epoch FROM c.now - created_at) * 1000000)::bigint
-FROM dblock_waiters CROSS JOIN (SELECT clock_timestamp() AS now) c
-WHERE expires_at >= c.now
-ORDER BY name, id
-LIMIT $1`,
-		lapsed: `SELECT count(*) FROM dblock_locks WHERE expires_at <= clock_timestamp()`,
-		dead:   `SELECT count(*) FROM dblock_waiters WHERE expires_at < clock_timestamp()`,
-	},
-	dblock.MySQL: {
-		locks: `
-SELECT name, owner_host, owner_id, token, hold_count, note,
-    TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)),
-    TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
-FROM dblock_locks
-WHERE expires_at > UTC_TIMESTAMP(6)
-ORDER BY name
-LIMIT ?`,
-		waiters: `
-SELECT id, name, owner_host, owner_id, TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6))
-FROM dblock_waiters
-WHERE expires_at >= UTC_TIMESTAMP(6)
-ORDER BY name, id
-LIMIT ?`,
-		lapsed: `SELECT count(*) FROM dblock_locks WHERE expires_at <= UTC_TIMESTAMP(6)`,
-		dead:   `SELECT count(*) FROM dblock_waiters WHERE expires_at < UTC_TIMESTAMP(6)`,
-	},
-}
-
 func runStatus(inv *invocation, asJSON bool, limit int) error {
 	if len(inv.args) > 0 {
 		return usagef("status", "status takes no arguments, got %q", inv.args)
@@ -119,14 +71,19 @@ func runStatus(inv *invocation, asJSON bool, limit int) error {
 		return usagef("status", "--limit must be at least 1")
 	}
 	ctx := context.Background()
-	db, dialect, err := inv.connect(ctx)
+	db, _, err := inv.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	rep, err := readStatus(ctx, db, statusQueries[dialect], limit)
+	locker, err := rowlock.New(db)
 	if err != nil {
-		return lockkit.WrapDBError("status", err)
+		return err
+	}
+	defer locker.Close()
+	rep, err := readStatus(ctx, locker, limit)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
 	}
 	if asJSON {
 		enc := json.NewEncoder(inv.stdout)
@@ -137,46 +94,28 @@ func runStatus(inv *invocation, asJSON bool, limit int) error {
 	return nil
 }
 
-func readStatus(ctx context.Context, db *sql.DB, q statusSQL, limit int) (statusReport, error) {
+func readStatus(ctx context.Context, locker *rowlock.Locker, limit int) (statusReport, error) {
 	rep := statusReport{Locks: []statusLock{}, Waiters: []statusWaiter{}}
-	rows, err := db.QueryContext(ctx, q.locks, limit)
+	locks, err := locker.Locks(ctx, limit)
 	if err != nil {
 		return rep, err
 	}
-	for rows.Next() {
-		var l statusLock
-		var heldFor, expiresIn int64
-		if err := rows.Scan(&l.Name, &l.OwnerHost, &l.OwnerID, &l.Token, &l.HoldCount, &l.Note, &heldFor, &expiresIn); err != nil {
-			_ = rows.Close()
-			return rep, err
-		}
-		l.HeldForMS, l.ExpiresInMS = heldFor/1000, expiresIn/1000
-		rep.Locks = append(rep.Locks, l)
+	for _, l := range locks {
+		rep.Locks = append(rep.Locks, statusLock{
+			Name: l.Name, OwnerHost: l.OwnerHost, OwnerID: l.OwnerID, Token: l.Token, HoldCount: l.HoldCount, Note: l.Note,
+			HeldForMS: l.HeldFor.Milliseconds(), ExpiresInMS: l.ExpiresIn.Milliseconds(),
+		})
 	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return rep, err
-	}
-	rows, err = db.QueryContext(ctx, q.waiters, limit)
+	waiters, err := locker.AllWaiters(ctx, limit)
 	if err != nil {
 		return rep, err
 	}
-	for rows.Next() {
-		var w statusWaiter
-		var waiting int64
-		if err := rows.Scan(&w.ID, &w.Name, &w.OwnerHost, &w.OwnerID, &waiting); err != nil {
-			_ = rows.Close()
-			return rep, err
-		}
-		w.WaitingForMS = waiting / 1000
-		rep.Waiters = append(rep.Waiters, w)
+	for _, w := range waiters {
+		rep.Waiters = append(rep.Waiters, statusWaiter{
+			ID: w.ID, Name: w.Name, OwnerHost: w.OwnerHost, OwnerID: w.OwnerID, WaitingForMS: w.Waited.Milliseconds(),
+		})
 	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return rep, err
-	}
-	if err := db.QueryRowContext(ctx, q.lapsed).Scan(&rep.LapsedLocks); err != nil {
-		return rep, err
-	}
-	err = db.QueryRowContext(ctx, q.dead).Scan(&rep.DeadWaiters)
+	rep.LapsedLocks, rep.DeadWaiters, err = locker.Lapsed(ctx)
 	return rep, err
 }
 

@@ -9,7 +9,10 @@
 // One Queue heartbeats all its waiters with one statement, so the load on
 // the database does not grow with the number of waiters in a process.
 //
-// The lock implementations decide who may take a lock from the queue (in
-// rowlock, a lock with live waiters goes only to the oldest of them, however
-// its other contenders asked); this package only keeps the queue.
+// rowlock decides who may take a lock from the queue (a lock with live
+// waiters goes only to the oldest of them, however its other contenders
+// asked); this package only keeps the queue. It is internal because it is
+// how rowlock implements dblock.Fair: users see the queue through rowlock
+// (Locker.Waiters, WithWaiterTTL), and the reaper deletes dead waiters
+// through rowlock too (Locker.DeleteDeadWaiters).
 package queue

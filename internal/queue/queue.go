@@ -3,10 +3,8 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,10 +35,9 @@ func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
 
 // Queue enqueues waiters and heartbeats them. Safe for concurrent use.
 type Queue struct {
-	db  *sql.DB
-	sql dialectSQL
-	ttl time.Duration
-	log *slog.Logger
+	store store
+	ttl   time.Duration
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	tickets map[*Ticket]struct{}
@@ -77,11 +74,16 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 	if db == nil {
 		return nil, fmt.Errorf("queue: %w: nil *sql.DB", dblock.ErrInvalidDB)
 	}
-	s, ok := dialects[d]
-	if !ok {
+	var s store
+	switch d {
+	case dblock.Postgres:
+		s = postgresStore{db: db}
+	case dblock.MySQL:
+		s = mysqlStore{db: db}
+	default:
 		return nil, fmt.Errorf("queue: %w: %q", dblock.ErrUnknownDialect, d)
 	}
-	q := &Queue{db: db, sql: s, ttl: DefaultWaiterTTL, log: slog.New(slog.DiscardHandler), tickets: map[*Ticket]struct{}{}}
+	q := &Queue{store: s, ttl: DefaultWaiterTTL, log: slog.New(slog.DiscardHandler), tickets: map[*Ticket]struct{}{}}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
@@ -113,7 +115,7 @@ func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*
 	t := &Ticket{q: q, name: name, owner: owner}
 	var id int64
 	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-		id, err = q.sql.insert(ctx, q.db, name, owner, q.ttl)
+		id, err = q.store.insert(ctx, name, owner, q.ttl)
 		return err
 	})
 	if err != nil {
@@ -175,8 +177,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	// Deadlocks and lock waits with concurrent tries (MySQL's locking reads
 	// of this table) must not leave a waiter behind: retry them.
 	err := lockkit.RetryContentionUntilDone(ctx, func() error {
-		_, err := q.db.ExecContext(ctx, q.sql.delete, t.ID())
-		return err
+		return q.store.leave(ctx, t.ID())
 	})
 	if err != nil {
 		return lockkit.WrapDBError("queue: leave", err)
@@ -227,7 +228,7 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 		beatCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
 		var alive map[int64]struct{}
 		err := lockkit.RetryContentionUntilDone(beatCtx, func() (err error) {
-			alive, err = q.sql.beat(beatCtx, q.db, ids, q.ttl)
+			alive, err = q.store.beat(beatCtx, ids, q.ttl)
 			return err
 		})
 		cancel()
@@ -249,7 +250,7 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 				insertCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
 				var id int64
 				err := lockkit.RetryContentionUntilDone(insertCtx, func() (err error) {
-					id, err = q.sql.insert(insertCtx, q.db, t.name, t.owner, q.ttl)
+					id, err = q.store.insert(insertCtx, t.name, t.owner, q.ttl)
 					return err
 				})
 				cancel()
@@ -272,104 +273,58 @@ func (q *Queue) List(ctx context.Context, name string) ([]Waiter, error) {
 	if err := lockkit.ValidateName(name); err != nil {
 		return nil, err
 	}
-	rows, err := q.db.QueryContext(ctx, q.sql.list, name)
+	ws, err := q.store.list(ctx, name)
 	if err != nil {
 		return nil, lockkit.WrapDBError("queue: list", err)
 	}
-	defer rows.Close()
-	var out []Waiter
-	for rows.Next() {
-		var w Waiter
-		var waitedUs, expiresUs int64
-		if err := rows.Scan(&w.ID, &w.Name, &w.OwnerHost, &w.OwnerID, &waitedUs, &expiresUs); err != nil {
-			return nil, err
-		}
-		w.Position = len(out) + 1
-		w.Waited = time.Duration(waitedUs) * time.Microsecond
-		w.ExpiresIn = time.Duration(expiresUs) * time.Microsecond
-		out = append(out, w)
+	return ws, nil
+}
+
+// ListAll returns the live waiters of every name, ordered by name and then
+// queue order, at most limit (at least 1) of them. Position counts within
+// each name's queue.
+func (q *Queue) ListAll(ctx context.Context, limit int) ([]Waiter, error) {
+	if err := lockkit.CheckContext(ctx); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
 	}
-	return out, rows.Err()
-}
-
-// dialectSQL holds the statements of one dialect.
-type dialectSQL struct {
-	insert func(ctx context.Context, db *sql.DB, name string, owner dblock.Owner, ttl time.Duration) (int64, error)
-	beat   func(ctx context.Context, db *sql.DB, ids []int64, ttl time.Duration) (map[int64]struct{}, error)
-	delete string
-	list   string
-}
-
-var dialects = map[dblock.Dialect]dialectSQL{
-	dblock.Postgres: {
-		insert: func(ctx context.Context, db *sql.DB, name string, owner dblock.Owner, ttl time.Duration) (int64, error) {
-			var id int64
-			err := db.QueryRowContext(ctx, `
-INSERT INTO `+Table+` (name, owner_host, owner_id, created_at, expires_at)
-VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 microsecond')
-RETURNING id`, name, owner.Host, owner.ID, ttl.Microseconds()).Scan(&id)
-			return id, err
-		},
-		beat: func(ctx context.Context, db *sql.DB, ids []int64, ttl time.Duration) (map[int64]struct{}, error) {
-			rows, err := db.QueryContext(ctx, `
-UPDATE `+Table+` SET expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond'
-WHERE id = ANY($1) RETURNING id`, ids, ttl.Microseconds())
-			if err != nil {
-				return nil, err
-			}
-			return scanIDs(rows)
-		},
-		delete: `DELETE FROM ` + Table + ` WHERE id = $1`,
-		list: `
-SELECT id, name, owner_host, owner_id,
-    (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint,
-    (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint
-FROM ` + Table + ` WHERE name = $1 AND expires_at > clock_timestamp() ORDER BY id`,
-	},
-	dblock.MySQL: {
-		insert: func(ctx context.Context, db *sql.DB, name string, owner dblock.Owner, ttl time.Duration) (int64, error) {
-			res, err := db.ExecContext(ctx, `
-INSERT INTO `+Table+` (name, owner_host, owner_id, created_at, expires_at)
-VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, name, owner.Host, owner.ID, ttl.Microseconds())
-			if err != nil {
-				return 0, err
-			}
-			return res.LastInsertId()
-		},
-		beat: func(ctx context.Context, db *sql.DB, ids []int64, ttl time.Duration) (map[int64]struct{}, error) {
-			args := make([]any, 0, len(ids)+1)
-			args = append(args, ttl.Microseconds())
-			for _, id := range ids {
-				args = append(args, id)
-			}
-			in := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
-			if _, err := db.ExecContext(ctx, `UPDATE `+Table+` SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN (`+in+`)`, args...); err != nil {
-				return nil, err
-			}
-			rows, err := db.QueryContext(ctx, `SELECT id FROM `+Table+` WHERE id IN (`+in+`)`, args[1:]...)
-			if err != nil {
-				return nil, err
-			}
-			return scanIDs(rows)
-		},
-		delete: `DELETE FROM ` + Table + ` WHERE id = ?`,
-		list: `
-SELECT id, name, owner_host, owner_id,
-    TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6)),
-    TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
-FROM ` + Table + ` WHERE name = ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY id`,
-	},
-}
-
-func scanIDs(rows *sql.Rows) (map[int64]struct{}, error) {
-	ids := map[int64]struct{}{}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			_ = rows.Close()
-			return nil, err
-		}
-		ids[id] = struct{}{}
+	if limit < 1 {
+		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "limit", Reason: "must be at least 1"})
 	}
-	return ids, errors.Join(rows.Err(), rows.Close())
+	ws, err := q.store.listAll(ctx, limit)
+	if err != nil {
+		return nil, lockkit.WrapDBError("queue: list", err)
+	}
+	return ws, nil
+}
+
+// CountDead counts the waiters whose heartbeat has lapsed, by the database
+// clock: what DeleteDead with no grace would delete.
+func (q *Queue) CountDead(ctx context.Context) (int, error) {
+	if err := lockkit.CheckContext(ctx); err != nil {
+		return 0, fmt.Errorf("queue: %w", err)
+	}
+	n, err := q.store.countDead(ctx)
+	if err != nil {
+		return 0, lockkit.WrapDBError("queue: count dead waiters", err)
+	}
+	return n, nil
+}
+
+// DeleteDead deletes at most limit waiters whose heartbeat lapsed more than
+// grace ago by the database clock, oldest first, and says how many. A
+// waiter heartbeating at that moment is kept. The caller validates grace
+// and limit. Contention is retried a few times.
+func (q *Queue) DeleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
+	if err := lockkit.CheckContext(ctx); err != nil {
+		return 0, fmt.Errorf("queue: %w", err)
+	}
+	var n int
+	err := lockkit.RetryContention(ctx, func() (err error) {
+		n, err = q.store.deleteDead(ctx, grace, limit)
+		return err
+	})
+	if err != nil {
+		return 0, lockkit.WrapDBError("queue: delete dead waiters", err)
+	}
+	return n, nil
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/queue"
 )
 
 func TestMain(m *testing.M) {

@@ -1,0 +1,96 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+type mysqlStore struct{ db *sql.DB }
+
+const (
+	myInsert = `
+INSERT INTO ` + Table + ` (name, owner_host, owner_id, created_at, expires_at)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`
+
+	// myBeat and myAlive take the ids' placeholders (%s); MySQL has no
+	// RETURNING to tell which rows the UPDATE found.
+	myBeat  = `UPDATE ` + Table + ` SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN (%s)`
+	myAlive = `SELECT id FROM ` + Table + ` WHERE id IN (%s)`
+
+	myLeave = `DELETE FROM ` + Table + ` WHERE id = ?`
+
+	myColumns = `
+SELECT id, name, owner_host, owner_id,
+    TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6)),
+    TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM ` + Table
+
+	myList = myColumns + ` WHERE name = ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY id`
+
+	myListAll = myColumns + ` WHERE expires_at > UTC_TIMESTAMP(6) ORDER BY name, id LIMIT ?`
+
+	myCountDead = `SELECT count(*) FROM ` + Table + ` WHERE expires_at < UTC_TIMESTAMP(6)`
+
+	// myDeleteDead deletes one batch of dead waiters. A single-table DELETE
+	// reads and locks the newest versions of the rows it deletes.
+	// Parameters: grace µs, limit.
+	myDeleteDead = `
+DELETE FROM ` + Table + `
+WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY id
+LIMIT ?`
+)
+
+func (s mysqlStore) insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration) (int64, error) {
+	res, err := s.db.ExecContext(ctx, myInsert, name, owner.Host, owner.ID, ttl.Microseconds())
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func (s mysqlStore) beat(ctx context.Context, ids []int64, ttl time.Duration) (map[int64]struct{}, error) {
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, ttl.Microseconds())
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	// Placeholders only: ids are never spliced into the SQL.
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(myBeat, in), args...); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(myAlive, in), args[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	return scanIDs(rows)
+}
+
+func (s mysqlStore) leave(ctx context.Context, id int64) error {
+	_, err := s.db.ExecContext(ctx, myLeave, id)
+	return err
+}
+
+func (s mysqlStore) list(ctx context.Context, name string) ([]Waiter, error) {
+	return queryWaiters(ctx, s.db, myList, name)
+}
+
+func (s mysqlStore) listAll(ctx context.Context, limit int) ([]Waiter, error) {
+	return queryWaiters(ctx, s.db, myListAll, limit)
+}
+
+func (s mysqlStore) countDead(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, myCountDead).Scan(&n)
+	return n, err
+}
+
+func (s mysqlStore) deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
+	return affected(s.db.ExecContext(ctx, myDeleteDead, grace.Microseconds(), limit))
+}

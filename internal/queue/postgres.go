@@ -1,0 +1,88 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+type postgresStore struct{ db *sql.DB }
+
+const (
+	pgInsert = `
+INSERT INTO ` + Table + ` (name, owner_host, owner_id, created_at, expires_at)
+VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 microsecond')
+RETURNING id`
+
+	pgBeat = `
+UPDATE ` + Table + ` SET expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond'
+WHERE id = ANY($1) RETURNING id`
+
+	pgLeave = `DELETE FROM ` + Table + ` WHERE id = $1`
+
+	pgColumns = `
+SELECT id, name, owner_host, owner_id,
+    (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint,
+    (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint
+FROM ` + Table
+
+	pgList = pgColumns + ` WHERE name = $1 AND expires_at > clock_timestamp() ORDER BY id`
+
+	pgListAll = pgColumns + ` WHERE expires_at > clock_timestamp() ORDER BY name, id LIMIT $1`
+
+	pgCountDead = `SELECT count(*) FROM ` + Table + ` WHERE expires_at < clock_timestamp()`
+
+	// pgDeleteDead deletes one batch of dead waiters. The outer condition
+	// repeats the inner one: PostgreSQL re-checks it on the newest version
+	// of a row a heartbeat updated meanwhile, so a waiter that just renewed
+	// is kept. SKIP LOCKED passes over rows a heartbeat is writing right
+	// now. Parameters: $1 grace µs, $2 limit.
+	pgDeleteDead = `
+DELETE FROM ` + Table + `
+WHERE id IN (
+    SELECT id FROM ` + Table + `
+    WHERE expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'
+    ORDER BY id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED)
+  AND expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'`
+)
+
+func (s postgresStore) insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration) (int64, error) {
+	var id int64
+	err := s.db.QueryRowContext(ctx, pgInsert, name, owner.Host, owner.ID, ttl.Microseconds()).Scan(&id)
+	return id, err
+}
+
+func (s postgresStore) beat(ctx context.Context, ids []int64, ttl time.Duration) (map[int64]struct{}, error) {
+	rows, err := s.db.QueryContext(ctx, pgBeat, ids, ttl.Microseconds())
+	if err != nil {
+		return nil, err
+	}
+	return scanIDs(rows)
+}
+
+func (s postgresStore) leave(ctx context.Context, id int64) error {
+	_, err := s.db.ExecContext(ctx, pgLeave, id)
+	return err
+}
+
+func (s postgresStore) list(ctx context.Context, name string) ([]Waiter, error) {
+	return queryWaiters(ctx, s.db, pgList, name)
+}
+
+func (s postgresStore) listAll(ctx context.Context, limit int) ([]Waiter, error) {
+	return queryWaiters(ctx, s.db, pgListAll, limit)
+}
+
+func (s postgresStore) countDead(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, pgCountDead).Scan(&n)
+	return n, err
+}
+
+func (s postgresStore) deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
+	return affected(s.db.ExecContext(ctx, pgDeleteDead, grace.Microseconds(), limit))
+}
