@@ -93,6 +93,7 @@ type source struct {
 	once   sync.Once
 	target Target
 	err    error
+	conns  pgxConns // the pool's, to wait for when it is closed
 }
 
 var sources = []*source{
@@ -134,7 +135,7 @@ func (s *source) open() (Target, error) {
 	if _, err := tg.hostPort(); err != nil {
 		return Target{}, fmt.Errorf("%s=%q: %v", s.env, dsn, err)
 	}
-	db, err := connect(s.driver, dsn)
+	db, err := connect(s.driver, dsn, &s.conns)
 	if err != nil {
 		// Only the default server falls back to a container: a DSN the
 		// user chose is what they want tested, so its failure is reported.
@@ -148,7 +149,7 @@ func (s *source) open() (Target, error) {
 				s.name, tg.HostPort(), err, s.howTo, cerr)
 		}
 		tg.DSN = cdsn
-		if db, err = connect(s.driver, cdsn); err != nil {
+		if db, err = connect(s.driver, cdsn, &s.conns); err != nil {
 			return Target{}, fmt.Errorf("%s container unreachable at %s: %v", s.name, tg.HostPort(), err)
 		}
 	}
@@ -166,8 +167,8 @@ func (s *source) open() (Target, error) {
 
 // connect opens a pool and proves the server answers, so an unreachable
 // server is reported here rather than as a confusing first query failure.
-func connect(driver, dsn string) (*sql.DB, error) {
-	db, err := sql.Open(driver, dsn)
+func connect(driver, dsn string, conns *pgxConns) (*sql.DB, error) {
+	db, err := openDB(driver, dsn, conns)
 	if err != nil {
 		return nil, err
 	}
@@ -181,15 +182,22 @@ func connect(driver, dsn string) (*sql.DB, error) {
 }
 
 // Open returns a new pool for dsn (for example tg.DSNVia(proxy.Addr())),
-// closed when the test ends. It does not ping, so a test may open a pool
-// through a proxy that is cut.
+// closed when the test ends, once its connections have closed (see
+// pgxConns). It does not ping, so a test may open a pool through a proxy
+// that is cut.
 func Open(t testing.TB, tg Target, dsn string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open(tg.DriverName, dsn)
+	conns := new(pgxConns)
+	db, err := openDB(tg.DriverName, dsn, conns)
 	if err != nil {
 		t.Fatalf("testdb: open %s: %v", tg.Name, err)
 	}
-	t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(func() {
+		_ = db.Close()
+		if err := conns.wait(); err != nil {
+			t.Error(err)
+		}
+	})
 	return db
 }
 

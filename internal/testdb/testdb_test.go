@@ -216,6 +216,31 @@ func TestProxyCleanupStopsGoroutines(t *testing.T) {
 	}
 }
 
+// TestOpenWaitsForCanceledQuery: a query whose context ends mid-flight
+// makes pgx return at once and close the connection in a goroutine of its
+// own (pgconn's asyncClose), which database/sql's Close does not wait for.
+// Once the test that opened a pool with Open has ended, nothing of that
+// connection may be left running, or the leak check of a binary whose last
+// tests cancel a query (a Leader stopped while it campaigns) fails on a
+// slow machine. The statement traps the cancel and keeps its backend busy
+// for two seconds, so that the goroutine outlives the cleanup by more than
+// the leak check's retries: deterministic, where load made the flake.
+func TestOpenWaitsForCanceledQuery(t *testing.T) {
+	tg := testdb.Targets(t)[0]
+	before := goleak.IgnoreCurrent()
+	t.Run("cancel mid-query", func(t *testing.T) {
+		db := testdb.Open(t, tg, tg.DSN)
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		_, err := db.ExecContext(ctx, `DO $$ BEGIN PERFORM pg_sleep(60);
+			EXCEPTION WHEN query_canceled THEN PERFORM pg_sleep(2); END $$`)
+		if err == nil || ctx.Err() == nil {
+			t.Fatalf("query = %v, want it cut short by its context", err)
+		}
+	})
+	goleak.VerifyNone(t, before)
+}
+
 // TestChildHelper is the body of TestChild's child process; in a normal run
 // it returns at once (a skip would be counted).
 func TestChildHelper(t *testing.T) {
