@@ -147,7 +147,7 @@ func TestOutdatedCounter(t *testing.T) {
 			}
 		})
 	}
-	if !ran {
+	if !ran && !testdb.LeftOut(t, "mysql") {
 		t.Fatal("no MariaDB target: the test needs one (SQLLOCK_MYSQL_DSN)")
 	}
 }

@@ -15,7 +15,7 @@ import (
 // Images for the fallback: the oldest versions the library supports, so a
 // machine without local servers still tests the hardest case.
 const (
-	postgresImage = "postgres:15-alpine"
+	postgresImage = "postgres:13-alpine"
 	mysqlImage    = "mysql:8.0"
 )
 

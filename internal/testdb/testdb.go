@@ -8,6 +8,8 @@
 // SQLLOCK_NO_CONTAINERS is set); when that fails too, the test fails with a
 // message saying which server to start or which variable to set. It never
 // skips: a suite that passes without a database has tested nothing.
+// SQLLOCK_TEST_DIALECTS=postgres (or mysql) is the one way to test a single
+// database, chosen on purpose; the tests then log the one left out.
 //
 // Behaviour tests run over both databases:
 //
@@ -40,6 +42,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,10 +116,23 @@ var sources = []*source{
 
 // Targets returns both databases, connected and migrated once per test
 // binary. It fails the test (never skips) when either cannot be had.
+//
+// SQLLOCK_TEST_DIALECTS ("postgres", "mysql", or both, comma-separated)
+// narrows that to the databases it names, for a run that means to test one
+// database alone (the PostgreSQL version matrix, .ci/pg-matrix); each test
+// then logs which database it leaves out. Unset or empty, it is both.
 func Targets(t testing.TB) []Target {
 	t.Helper()
+	chosen, err := chosenDialects()
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
 	out := make([]Target, 0, len(sources))
 	for _, s := range sources {
+		if !chosen[s.name] {
+			t.Logf("testdb: %s left out: %s=%s", s.name, dialectsEnv, os.Getenv(dialectsEnv))
+			continue
+		}
 		s.once.Do(func() { s.target, s.err = s.open() })
 		if s.err != nil {
 			t.Fatalf("testdb: %v", s.err)
@@ -124,6 +140,48 @@ func Targets(t testing.TB) []Target {
 		out = append(out, s.target)
 	}
 	return out
+}
+
+// dialectsEnv names the databases a run tests; see Targets.
+const dialectsEnv = "SQLLOCK_TEST_DIALECTS"
+
+// chosenDialects reads dialectsEnv: the set of source names it names, or
+// every source when it is unset or empty. A name it does not know is an
+// error, not ignored: a typo must not quietly test nothing.
+func chosenDialects() (map[string]bool, error) {
+	chosen := map[string]bool{}
+	v := strings.TrimSpace(os.Getenv(dialectsEnv))
+	if v == "" {
+		for _, s := range sources {
+			chosen[s.name] = true
+		}
+		return chosen, nil
+	}
+	for name := range strings.SplitSeq(v, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.ContainsFunc(sources, func(s *source) bool { return s.name == name }) {
+			return nil, fmt.Errorf("%s=%q: unknown database %q (want postgres, mysql, or both, comma-separated)", dialectsEnv, v, name)
+		}
+		chosen[name] = true
+	}
+	return chosen, nil
+}
+
+// LeftOut reports whether SQLLOCK_TEST_DIALECTS leaves out the database
+// named name ("postgres" or "mysql"), and logs it when it does. A test that
+// needs one database in particular (MariaDB's sequence, say) and finds no
+// target for it fails unless LeftOut says that was asked for.
+func LeftOut(t testing.TB, name string) bool {
+	t.Helper()
+	chosen, err := chosenDialects()
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	if chosen[name] {
+		return false
+	}
+	t.Logf("testdb: %s left out: %s=%s", name, dialectsEnv, os.Getenv(dialectsEnv))
+	return true
 }
 
 func (s *source) open() (Target, error) {
