@@ -33,7 +33,7 @@ func (e *VersionError) Error() string {
 	}
 	return fmt.Sprintf("the schema is at version %d%s, which these migrations (latest %d) do not have: "+
 		"made by a newer sqllock (use that), or by a development build from before the first release "+
-		"(drop sqllock's tables and %s, then run Up)", e.Version, dirty, Latest, MigrationsTable)
+		"(drop sqllock's tables and %s, then run Up or `sqllock migrate up`)", e.Version, dirty, Latest, MigrationsTable)
 }
 
 // Unwrap returns dblock.ErrSchemaMissing.
