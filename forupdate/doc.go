@@ -123,10 +123,10 @@
 //	    name VARBINARY(255) NOT NULL PRIMARY KEY
 //	) ENGINE=InnoDB;
 //
-// MariaDB's counter (migration 9; its cache is shared by all sessions, so
-// values still grow in the order they are drawn; NEXTVAL needs the INSERT
-// privilege on it; Galera clusters refuse cached sequences, and their row
-// locks are local to a node, so forupdate is not for Galera):
+// MariaDB's counter (its cache is shared by all sessions, so values still
+// grow in the order they are drawn; NEXTVAL needs the INSERT privilege on
+// it; Galera clusters refuse cached sequences, and their row locks are
+// local to a node, so forupdate is not for Galera):
 //
 //	CREATE SEQUENCE dblock_forupdate_tokens CACHE 1000;
 //

@@ -24,8 +24,8 @@ import (
 // housekeeping.
 //
 // Tokens come from a counter that no rollback undoes, drawn once the row
-// lock is held. On MariaDB the counter is a sequence (migration 9) and the
-// locking SELECT draws from it itself: InnoDB locks the row as it reads it,
+// lock is held. On MariaDB the counter is a sequence and the locking
+// SELECT draws from it itself: InnoDB locks the row as it reads it,
 // before the select list is computed, so NEXTVAL runs only for a row this
 // transaction holds (a missing row draws nothing). No row is written, so
 // the COMMIT flushes no log. MySQL 8.0 has no sequences: there the counter

@@ -44,8 +44,8 @@ func tokenSources(t *testing.T) []tokenSource {
 	return out
 }
 
-// counterTables creates a lock table and a counter table shaped as
-// migrations 4 and 5 make them on MySQL, dropped when the test ends, and
+// counterTables creates a lock table and a counter table shaped as the
+// migration makes them on MySQL 8.0, dropped when the test ends, and
 // returns the lock table's name.
 func counterTables(t testing.TB, tg testdb.Target) string {
 	t.Helper()
@@ -124,9 +124,10 @@ func TestTokenSources(t *testing.T) {
 	}
 }
 
-// TestOutdatedCounter: on MariaDB, a counter that is still a table (a
-// schema older than migration 9) fails Acquire with ErrSchemaMissing,
-// which says to run the migrations, and leaves the pool as it was.
+// TestOutdatedCounter: on MariaDB, a counter that is a table (MySQL 8.0's
+// shape, or a development schema from before the sequence) fails Acquire
+// with ErrSchemaMissing, which says to run the migrations, and leaves the
+// pool as it was.
 func TestOutdatedCounter(t *testing.T) {
 	ran := false
 	for _, tg := range targets(t) {

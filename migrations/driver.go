@@ -25,6 +25,8 @@ type driver struct {
 	ctx     context.Context
 	conn    *sql.Conn
 	dialect dialectSQL
+	// known reports whether the migration files have a version.
+	known func(version uint) bool
 }
 
 // dialectSQL holds the few statements that differ between dialects.
@@ -65,12 +67,12 @@ var dialects = map[dblock.Dialect]dialectSQL{
 	},
 }
 
-func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect) (*driver, error) {
+func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect, known func(version uint) bool) (*driver, error) {
 	sqls, ok := dialects[d]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", dblock.ErrUnknownDialect, d)
 	}
-	drv := &driver{ctx: ctx, conn: conn, dialect: sqls}
+	drv := &driver{ctx: ctx, conn: conn, dialect: sqls, known: known}
 	if err := drv.ensureTable(); err != nil {
 		return nil, err
 	}
@@ -192,6 +194,9 @@ func (d *driver) SetVersion(version int, dirty bool) error {
 	return nil
 }
 
+// Version is the database's version as the migration files know it: a
+// *VersionError for a version they do not have, and 1 for foldedVersion
+// (see there). golang-migrate reads it under the lock before it migrates.
 func (d *driver) Version() (version int, dirty bool, err error) {
 	q := `SELECT version, dirty FROM ` + MigrationsTable + ` LIMIT 1`
 	err = d.conn.QueryRowContext(d.ctx, q).Scan(&version, &dirty)
@@ -200,6 +205,15 @@ func (d *driver) Version() (version int, dirty bool, err error) {
 	}
 	if err != nil {
 		return 0, false, &database.Error{OrigErr: err, Query: []byte(q)}
+	}
+	switch {
+	case version < 0:
+		// golang-migrate's dirty NilVersion.
+	case d.known(uint(version)):
+	case version == foldedVersion && !dirty:
+		return 1, false, nil
+	default:
+		return 0, false, &VersionError{Version: uint(version), Dirty: dirty}
 	}
 	return version, dirty, nil
 }

@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"embed"
 
 	"github.com/golang-migrate/migrate/v4"
 
@@ -16,7 +17,17 @@ func ReleaseLock(ctx context.Context, conn *sql.Conn, d dblock.Dialect) { releas
 // migration lock.
 const LockKey = lockKey
 
-// MigrateTo moves the schema to version, up or down.
-func MigrateTo(ctx context.Context, db *sql.DB, d dblock.Dialect, version uint) error {
-	return run(ctx, db, []Option{WithDialect(d)}, func(m *migrate.Migrate) error { return m.Migrate(version) })
+// history holds the nine migrations that version 1 replaced, as they were
+// last: only the tests run them, to check that version 1 makes the schema
+// they made.
+//
+//go:embed testdata/history
+var history embed.FS
+
+// UpHistory migrates db with the replaced migrations, to their version 9.
+func UpHistory(ctx context.Context, db *sql.DB, d dblock.Dialect) error {
+	return runFrom(ctx, db, d, history, "testdata/history/"+string(d), func(m *migrate.Migrate) error { return m.Up() })
 }
+
+// HistoryLatest is the version UpHistory migrates to.
+const HistoryLatest = 9

@@ -8,6 +8,19 @@
 // statements here, so the DSN needs no multiStatements=true.
 //
 // Teams that run goose, Atlas or Flyway can take the same files from Files.
+//
+// # Versions
+//
+// Version 1 creates the whole schema; changes after it come as new
+// migrations, and released files are never edited. Before the first
+// release the schema grew through nine migrations, which version 1
+// replaced: it creates exactly the schema their version 9 left. Databases
+// migrated by such development builds get no upgrade path, as nothing was
+// released, with one exception that costs nothing: a database left clean
+// at version 9 has version 1's tables, so it is taken to be at version 1
+// (its history row is rewritten by the next migration that runs). At any
+// other of those versions Up, Down and Version return a *VersionError:
+// drop sqllock's tables and MigrationsTable, then run Up.
 package migrations
 
 import (
@@ -16,11 +29,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -31,7 +46,7 @@ import (
 const MigrationsTable = "sqllock_schema_migrations"
 
 // Latest is the version Up migrates to.
-const Latest = 9
+const Latest = 1
 
 // lockTimeout is how long golang-migrate waits for the driver's Lock before
 // it gives up. It gives up by returning, not by stopping Lock, which goes on
@@ -47,7 +62,7 @@ var lockTimeout = time.Duration(math.MaxInt64)
 var files embed.FS
 
 // Files returns the migration files of a dialect, named as golang-migrate
-// expects (000001_locks.up.sql, ...).
+// expects (000001_init.up.sql, ...).
 func Files(d dblock.Dialect) (fs.FS, error) {
 	if !d.Valid() {
 		return nil, fmt.Errorf("migrations: %w: %q", dblock.ErrUnknownDialect, d)
@@ -68,7 +83,8 @@ func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect =
 
 // Up creates or upgrades sqllock's tables to Latest. Running it again is a
 // no-op; concurrent calls (from several replicas starting at once) are
-// serialized by a database lock.
+// serialized by a database lock. A schema at a version these migrations do
+// not have gets a *VersionError (see Versions above), and so does Down.
 func Up(ctx context.Context, db *sql.DB, opts ...Option) error {
 	return run(ctx, db, opts, func(m *migrate.Migrate) error { return m.Up() })
 }
@@ -79,7 +95,7 @@ func Down(ctx context.Context, db *sql.DB, opts ...Option) error {
 }
 
 // Version reports the schema version (0 when nothing has run) and whether
-// the last migration failed half-way (dirty).
+// the last migration failed half-way (dirty), or a *VersionError.
 func Version(ctx context.Context, db *sql.DB, opts ...Option) (version uint, dirty bool, err error) {
 	err = run(ctx, db, opts, func(m *migrate.Migrate) error {
 		version, dirty, err = m.Version()
@@ -91,7 +107,7 @@ func Version(ctx context.Context, db *sql.DB, opts ...Option) (version uint, dir
 	return version, dirty, err
 }
 
-func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migrate) error) (err error) {
+func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migrate) error) error {
 	var cfg config
 	for _, opt := range opts {
 		if opt == nil {
@@ -106,7 +122,13 @@ func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migr
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	src, err := iofs.New(files, string(d))
+	return runFrom(ctx, db, d, files, string(d), step)
+}
+
+// runFrom is run with the migration files of dir in fsys (a test runs
+// other files than sqllock's own).
+func runFrom(ctx context.Context, db *sql.DB, d dblock.Dialect, fsys fs.FS, dir string, step func(*migrate.Migrate) error) (err error) {
+	src, err := iofs.New(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
@@ -119,7 +141,7 @@ func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migr
 	defer conn.Close()
 	defer releaseLock(ctx, conn, d)
 
-	drv, err := newDriver(ctx, conn, d)
+	drv, err := newDriver(ctx, conn, d, func(version uint) bool { return hasVersion(src, version) })
 	if err != nil {
 		_ = src.Close()
 		return fmt.Errorf("migrations: %w", err)
@@ -156,4 +178,15 @@ func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migr
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return nil
+}
+
+// hasVersion reports whether src has an up or a down migration of version.
+func hasVersion(src source.Driver, version uint) bool {
+	for _, read := range []func(uint) (io.ReadCloser, string, error){src.ReadUp, src.ReadDown} {
+		if r, _, err := read(version); err == nil {
+			_ = r.Close()
+			return true
+		}
+	}
+	return false
 }

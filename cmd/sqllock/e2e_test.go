@@ -58,6 +58,23 @@ func TestCLI(t *testing.T) {
 				cli.expect(exitOK, "lock tables dropped\n", "", "migrate", "down", "--yes")
 				cli.expect(exitOK, "0\n", "", "migrate", "version")
 				cli.expect(exitOK, "", "", "migrate", "up")
+
+				// A version these migrations do not have (a development
+				// build's from before the first release).
+				setVersion := func(v int) {
+					q := fmt.Sprintf("UPDATE %s SET version = %d", migrations.MigrationsTable, v)
+					if _, err := tg.DB.ExecContext(ctx, q); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+				}
+				setVersion(5)
+				for _, args := range [][]string{{"migrate", "up"}, {"migrate", "version"}} {
+					cli.expect(exitError, "", "drop sqllock's tables and "+migrations.MigrationsTable, args...)
+					if out, _ := cli.command(args...).CombinedOutput(); strings.Contains(string(out), "migrate up' first") {
+						t.Errorf("sqllock %s at version 5 says to run migrate up first: %s", strings.Join(args, " "), out)
+					}
+				}
+				setVersion(migrations.Latest)
 			})
 			locker, err := rowlock.New(tg.DB)
 			if err != nil {

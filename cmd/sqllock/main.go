@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/migrations"
 )
 
 // Exit codes (sysexits.h where one fits).
@@ -95,6 +96,11 @@ func report(err error, stderr io.Writer) int {
 	case errors.Is(err, dblock.ErrInvalidName), errors.Is(err, dblock.ErrInvalidOption):
 		fmt.Fprintf(stderr, "sqllock: %v\n", err)
 		return exitUsage
+	case errors.As(err, new(*migrations.VersionError)):
+		// Also ErrSchemaMissing, but migrate up is what failed: the error
+		// says what to do instead.
+		fmt.Fprintf(stderr, "sqllock: %v\n", err)
+		return exitError
 	case errors.Is(err, dblock.ErrSchemaMissing):
 		fmt.Fprintf(stderr, "sqllock: %v\n", err)
 		fmt.Fprintln(stderr, "The lock tables do not exist in this database: run 'sqllock migrate up' first.")
