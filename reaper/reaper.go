@@ -188,7 +188,12 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 		r.sweeping(true)
 		defer r.sweeping(false)
 	}
+	return r.sweepHeld(ctx, guard, stop)
+}
 
+// sweepHeld deletes, batch after batch, while guard (the reaper lock) is
+// held; it stops early when stop is closed, guard is lost or ctx ends.
+func (r *Reaper) sweepHeld(ctx context.Context, guard dblock.Lock, stop <-chan struct{}) (res Result, stopped bool, err error) {
 	// Lock rows are swept in one pass over the table, from name to name;
 	// dead waiters are deleted until a batch comes back short.
 	after := ""
