@@ -211,58 +211,67 @@ func (q *Queue) heartbeat(ctx context.Context, done chan struct{}) {
 			return
 		case <-ticker.C:
 		}
-		q.mu.Lock()
-		tickets := make([]*Ticket, 0, len(q.tickets))
-		for t := range q.tickets {
-			tickets = append(tickets, t)
+		q.beat(ctx)
+	}
+}
+
+// beat is one heartbeat of every queued waiter.
+func (q *Queue) beat(ctx context.Context) {
+	q.mu.Lock()
+	tickets := make([]*Ticket, 0, len(q.tickets))
+	for t := range q.tickets {
+		tickets = append(tickets, t)
+	}
+	q.mu.Unlock()
+	if len(tickets) == 0 {
+		return
+	}
+	ids := make([]int64, len(tickets))
+	for i, t := range tickets {
+		ids[i] = t.ID()
+	}
+	// Contention is retried until the next beat is due.
+	beatCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
+	var alive map[int64]struct{}
+	err := lockkit.RetryContentionUntilDone(beatCtx, func() (err error) {
+		alive, err = q.store.beat(beatCtx, ids, q.ttl)
+		return err
+	})
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			q.log.Warn("queue: heartbeat failed", "error", err)
 		}
-		q.mu.Unlock()
-		if len(tickets) == 0 {
-			continue
-		}
-		ids := make([]int64, len(tickets))
-		for i, t := range tickets {
-			ids[i] = t.ID()
-		}
-		// Contention is retried until the next beat is due.
-		beatCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
-		var alive map[int64]struct{}
-		err := lockkit.RetryContentionUntilDone(beatCtx, func() (err error) {
-			alive, err = q.store.beat(beatCtx, ids, q.ttl)
-			return err
-		})
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				q.log.Warn("queue: heartbeat failed", "error", err)
-			}
-			continue
-		}
-		for i, t := range tickets {
-			if _, ok := alive[ids[i]]; ok {
-				continue
-			}
-			// Gone: reaped as dead (we could not heartbeat for a whole
-			// TTL), so queue again at the tail rather than vanish; or it
-			// just left, and must stay gone.
-			t.mu.Lock()
-			if !t.left {
-				insertCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
-				var id int64
-				err := lockkit.RetryContentionUntilDone(insertCtx, func() (err error) {
-					id, err = q.store.insert(insertCtx, t.name, t.owner, q.ttl)
-					return err
-				})
-				cancel()
-				if err != nil {
-					q.log.Warn("queue: re-enqueue failed", "name", t.name, "error", err)
-				} else {
-					t.id.Store(id)
-				}
-			}
-			t.mu.Unlock()
+		return
+	}
+	for i, t := range tickets {
+		if _, ok := alive[ids[i]]; !ok {
+			q.requeue(ctx, t)
 		}
 	}
+}
+
+// requeue queues t again at the tail when its row is gone: reaped as dead
+// (we could not heartbeat for a whole TTL), so it queues again rather than
+// vanish; unless it just left, and must stay gone.
+func (q *Queue) requeue(ctx context.Context, t *Ticket) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.left {
+		return
+	}
+	insertCtx, cancel := context.WithTimeout(ctx, q.ttl/3)
+	defer cancel()
+	var id int64
+	err := lockkit.RetryContentionUntilDone(insertCtx, func() (err error) {
+		id, err = q.store.insert(insertCtx, t.name, t.owner, q.ttl)
+		return err
+	})
+	if err != nil {
+		q.log.Warn("queue: re-enqueue failed", "name", t.name, "error", err)
+		return
+	}
+	t.id.Store(id)
 }
 
 // List returns name's live waiters in queue order.
