@@ -78,26 +78,9 @@ type runOptions struct {
 const releaseTimeout = 10 * time.Second
 
 func runLocked(inv *invocation, o runOptions) error {
-	switch {
-	case o.name == "":
-		return usagef("run", "--name is required: the name of the lock to hold while the command runs")
-	case len(inv.args) == 0:
-		return usagef("run", "no command to run: sqllock run --name NAME -- command [arguments...]")
-	case o.wait < 0:
-		return usagef("run", "--wait must not be negative")
-	case o.killAfter < 0:
-		return usagef("run", "--kill-after must not be negative")
-	}
-	if err := lockkit.ValidateName(o.name); err != nil {
-		return usagef("run", "--name: %v", err)
-	}
-	note := o.note
-	if note == "" {
-		note = "sqllock run " + filepath.Base(inv.args[0])
-	}
-	lockOpts := []dblock.Option{dblock.TTL(o.ttl), dblock.MinHold(o.minHold), dblock.Note(shorten(note, dblock.MaxNoteLength/4))}
-	if _, err := lockkit.ResolveOptions(lockOpts...); err != nil {
-		return usagef("run", "%v", err)
+	lockOpts, err := o.lockOptions(inv.args)
+	if err != nil {
+		return err
 	}
 
 	ctx := context.Background()
@@ -156,6 +139,33 @@ func runLocked(inv *invocation, o runOptions) error {
 		code = exitError
 	}
 	return &exitCode{code: code}
+}
+
+// lockOptions checks the run's flags and command, and returns the options
+// of its lock; errors are usage errors.
+func (o runOptions) lockOptions(args []string) ([]dblock.Option, error) {
+	switch {
+	case o.name == "":
+		return nil, usagef("run", "--name is required: the name of the lock to hold while the command runs")
+	case len(args) == 0:
+		return nil, usagef("run", "no command to run: sqllock run --name NAME -- command [arguments...]")
+	case o.wait < 0:
+		return nil, usagef("run", "--wait must not be negative")
+	case o.killAfter < 0:
+		return nil, usagef("run", "--kill-after must not be negative")
+	}
+	if err := lockkit.ValidateName(o.name); err != nil {
+		return nil, usagef("run", "--name: %v", err)
+	}
+	note := o.note
+	if note == "" {
+		note = "sqllock run " + filepath.Base(args[0])
+	}
+	lockOpts := []dblock.Option{dblock.TTL(o.ttl), dblock.MinHold(o.minHold), dblock.Note(shorten(note, dblock.MaxNoteLength/4))}
+	if _, err := lockkit.ResolveOptions(lockOpts...); err != nil {
+		return nil, usagef("run", "%v", err)
+	}
+	return lockOpts, nil
 }
 
 // acquire takes the lock, waiting up to o.wait, unless a signal comes first.
