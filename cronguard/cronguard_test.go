@@ -437,7 +437,7 @@ func TestHelpersAskTheLocker(t *testing.T) {
 		t.Errorf("cronguard.New = %v, want the Locker's refusal", err)
 	}
 	if _, err := leader.New(l, "x", nil); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
-		t.Errorf("NewLeader = %v, want the Locker's refusal", err)
+		t.Errorf("leader.New = %v, want the Locker's refusal", err)
 	}
 	if err := lockkit.CheckOptions(l.Locker, dblock.TTL(time.Second), dblock.MinHold(time.Second)); err != nil {
 		t.Errorf("CheckOptions of a Locker without OptionChecker = %v, want nil", err)
