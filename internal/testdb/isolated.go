@@ -47,7 +47,8 @@ func Isolated(t testing.TB, tg Target, prefix string, params map[string]string) 
 	return tg, name
 }
 
-// dsnFor is tg's DSN on the schema or database name, with params added.
+// dsnFor is tg's DSN on the schema or database name (tg's own when name is
+// ""), with params added.
 func dsnFor(t testing.TB, tg Target, name string, params map[string]string) string {
 	t.Helper()
 	if tg.Dialect == dblock.MySQL {
@@ -55,7 +56,9 @@ func dsnFor(t testing.TB, tg Target, name string, params map[string]string) stri
 		if err != nil {
 			t.Fatalf("testdb: MySQL DSN: %v", err)
 		}
-		cfg.DBName = name
+		if name != "" {
+			cfg.DBName = name
+		}
 		if cfg.Params == nil && len(params) > 0 {
 			cfg.Params = map[string]string{}
 		}
@@ -69,7 +72,9 @@ func dsnFor(t testing.TB, tg Target, name string, params map[string]string) stri
 		t.Fatalf("testdb: PostgreSQL DSN %q is not a postgres:// URL", tg.DSN)
 	}
 	q := u.Query()
-	q.Set("search_path", name)
+	if name != "" {
+		q.Set("search_path", name)
+	}
 	for k, v := range params {
 		q.Set(k, v)
 	}

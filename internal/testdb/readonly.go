@@ -4,11 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"net/url"
 	"sync/atomic"
 	"testing"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dblock"
 )
@@ -43,7 +40,7 @@ func NewReadOnlySwitch(t testing.TB, tg Target) *ReadOnlySwitch {
 	if err != nil {
 		t.Fatalf("testdb: %s connector: %v", tg.Name, err)
 	}
-	ro, err := dc.OpenConnector(withParam(t, tg, param, on))
+	ro, err := dc.OpenConnector(dsnFor(t, tg, "", map[string]string{param: on}))
 	if err != nil {
 		t.Fatalf("testdb: %s read-only connector: %v", tg.Name, err)
 	}
@@ -72,27 +69,3 @@ func (c switchConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // Driver is the real driver's, so that dialect detection sees pgx or
 // go-sql-driver/mysql.
 func (c switchConnector) Driver() driver.Driver { return c.rw.Driver() }
-
-// withParam is tg's DSN with a session parameter added.
-func withParam(t testing.TB, tg Target, key, value string) string {
-	t.Helper()
-	if tg.Dialect == dblock.MySQL {
-		cfg, err := mysql.ParseDSN(tg.DSN)
-		if err != nil {
-			t.Fatalf("testdb: MySQL DSN: %v", err)
-		}
-		if cfg.Params == nil {
-			cfg.Params = map[string]string{}
-		}
-		cfg.Params[key] = value
-		return cfg.FormatDSN()
-	}
-	u, err := url.Parse(tg.DSN)
-	if err != nil {
-		t.Fatalf("testdb: PostgreSQL DSN %q: %v", tg.DSN, err)
-	}
-	q := u.Query()
-	q.Set(key, value)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
