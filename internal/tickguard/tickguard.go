@@ -92,6 +92,8 @@ func New(l dblock.Locker, cfg Config) (*Guard, error) {
 		return nil, &dblock.OptionError{Option: "WithWait", Reason: "must not be negative"}
 	}
 	lockOpts := []dblock.Option{dblock.TTL(cfg.TTL), dblock.MinHold(cfg.MinHold)}
+	// Checked before the Locker is asked: a TTL out of range is the
+	// option's fault, whatever the Locker.
 	if _, err := lockkit.ResolveOptions(lockOpts...); err != nil {
 		return nil, err
 	}
@@ -112,9 +114,6 @@ func ValidateBase(base string) error {
 		return lockkit.ValidateName(base)
 	}
 	// What a name may not hold is refused wherever it is, past the cut too.
-	if err := lockkit.ValidateName(fit(base, dblock.MaxNameLength)); err != nil {
-		return err
-	}
 	if !utf8.ValidString(base) || strings.IndexByte(base, 0) >= 0 {
 		return &dblock.NameError{Name: base, Reason: "not valid UTF-8, or contains a NUL byte"}
 	}
