@@ -69,8 +69,16 @@ func TestLeaderChild(t *testing.T) {
 		if tg.Name != dialect {
 			continue
 		}
+		// Without a session marker: this test is about the lease, which
+		// decides alone when no marker can be had. (With one, the dead
+		// leader's lease is cut short: rowlock's crash tests.)
+		l, err := rowlock.New(tg.DB, rowlock.WithCrashGrace(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
 		var ld *leader.Leader
-		ld, err := leader.New(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
+		ld, err = leader.New(l, name, func(ctx context.Context) error {
 			fmt.Printf("leader %d\n", ld.Lock().Token())
 			<-ctx.Done() // lead until killed
 			t.Errorf("child lost the leadership: %v", context.Cause(ctx))
@@ -116,9 +124,9 @@ func leaseRow(t *testing.T, tg testdb.Target, name string) (token, acquiredAt, e
 // dbTime formats microseconds since the epoch, for messages.
 func dbTime(micros int64) string { return time.UnixMicro(micros).UTC().Format("15:04:05.000000") }
 
-// TestLeaderFailoverAfterKill: the leader's process is SIGKILLed; a Leader
-// campaigning in this process takes over within the TTL, by the database
-// clock: the dead leader's lease ends at most one TTL after its death (it
+// TestLeaderFailoverAfterKill: the leader's process, whose Locker keeps no
+// session marker, is SIGKILLed; a Leader campaigning in this process takes
+// over within the TTL, by the database clock: the dead leader's lease ends at most one TTL after its death (it
 // renewed no later than that), and the new leader's term begins once the
 // lease has lapsed, not before, and within a poll's slack after. The
 // generous bounds on the wall clock only stop a hung test.

@@ -29,5 +29,10 @@ func UpHistory(ctx context.Context, db *sql.DB, d dblock.Dialect) error {
 	return runFrom(ctx, db, d, history, "testdata/history/"+string(d), func(m *migrate.Migrate) error { return m.Up() })
 }
 
+// UpTo migrates db with sqllock's migrations up (or down) to version.
+func UpTo(ctx context.Context, db *sql.DB, d dblock.Dialect, version uint) error {
+	return runFrom(ctx, db, d, files, string(d), func(m *migrate.Migrate) error { return m.Migrate(version) })
+}
+
 // HistoryLatest is the version UpHistory migrates to.
 const HistoryLatest = 9

@@ -83,6 +83,7 @@ func (l *Locker) prepare(ctx context.Context, name string, opts []dblock.Option)
 	return attempt{
 		name: name, host: owner.Host, ownerID: owner.ID, note: o.Note,
 		ttl: o.TTL, minHold: o.MinHold, fair: o.Fair,
+		sessionKey: l.sess.key(ctx),
 	}, nil
 }
 

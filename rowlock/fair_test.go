@@ -212,7 +212,7 @@ func TestQueueBlocksBargers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer q.Close()
-			ticket, err := q.Enqueue(ctx, name, lockkit.NewOwner())
+			ticket, err := q.Enqueue(ctx, name, lockkit.NewOwner(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,7 +312,11 @@ func TestChildFairWaiter(t *testing.T) {
 		if tg.Name != dialect {
 			continue
 		}
-		l, err := rowlock.New(tg.DB, rowlock.WithWaiterTTL(500*time.Millisecond))
+		ttl := 500 * time.Millisecond
+		if s := os.Getenv("SQLLOCK_CHILD_WAITER_TTL"); s != "" {
+			ttl, _ = time.ParseDuration(s)
+		}
+		l, err := rowlock.New(tg.DB, rowlock.WithWaiterTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}

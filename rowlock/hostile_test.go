@@ -26,10 +26,12 @@ func (rowlockBackend) LockTable() string { return "dblock_locks" }
 
 func (rowlockBackend) Locker(e *hostile.Env, db *sql.DB) dblock.Locker { return locker(e, db) }
 
-// Settle closes the case's Locker, which stops its listener: a Locker
-// that waited on PostgreSQL keeps the listening connection until it has
-// been idle a while, and Close must give it back. Locks it holds stay
-// held, so checks after the call still work.
+// Settle closes the case's Locker, which stops its session connection
+// once it holds no lock: a Locker that waited keeps the connection until it
+// has been idle a while, and Close must give it back. Locks it holds stay
+// held, so checks after the call still work. (The session connections come
+// from a pool of their own, see locker: a held lock keeps its marker's
+// connection, which is not a connection the call kept.)
 func (rowlockBackend) Settle(e *hostile.Env) {
 	if err := caseLocker(e).Close(); err != nil {
 		e.T.Errorf("Close: %v", err)
@@ -39,7 +41,8 @@ func (rowlockBackend) Settle(e *hostile.Env) {
 // locker returns a new Locker on db, closed when the test ends.
 func locker(e *hostile.Env, db *sql.DB, opts ...rowlock.Option) *rowlock.Locker {
 	e.T.Helper()
-	l, err := rowlock.New(db, opts...)
+	sessions := testdb.Open(e.T, e.Target, e.Target.DSN)
+	l, err := rowlock.New(db, append([]rowlock.Option{rowlock.WithSessionDB(sessions)}, opts...)...)
 	if err != nil {
 		e.T.Fatalf("arrange: rowlock.New: %v", err)
 	}

@@ -136,7 +136,7 @@ func TestDeleteDeadWaiters(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 3 {
-				if _, err := dead.Enqueue(ctx, "abandoned", lockkit.NewOwner()); err != nil {
+				if _, err := dead.Enqueue(ctx, "abandoned", lockkit.NewOwner(), 0); err != nil {
 					t.Fatal(err)
 				}
 			}

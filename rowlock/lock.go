@@ -76,6 +76,9 @@ func (l *Locker) newLock(acquireCtx context.Context, a attempt, token int64, sen
 	// a machine whose other threads were idle.
 	firstRenewal := clock.Now().Add(k.ttl / 3)
 	k.renewStart = time.AfterFunc(k.ttl/3, func() { k.renewLoop(firstRenewal) })
+	if a.sessionKey != 0 {
+		l.sess.register(k, a.sessionKey)
+	}
 	return k
 }
 
@@ -100,15 +103,27 @@ func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
 // itself, so it turns to ErrLockLost on time even when the renewal goroutine
 // has not run yet (a paused process): check it right before acting on the
 // lock, or better, fence the action with CheckHeld.
+//
+// The same holds for the lock's session marker (see the package doc, Crash
+// detection): past the marker's deadline Err reports the lock lost even if
+// the session's goroutine has not run yet.
 func (k *Lock) Err() error {
 	k.mu.Lock()
 	err, deadline, released := k.err, k.deadline, k.released
 	k.mu.Unlock()
-	if err == nil && !released && !clock.Now().Before(deadline) {
+	if err != nil || released {
+		return err
+	}
+	now := clock.Now()
+	if !now.Before(deadline) {
 		k.lose(errors.New("lease deadline passed before a renewal succeeded"))
 		return k.Err()
 	}
-	return err
+	if d, marked := k.l.sess.deadline(k); marked && !now.Before(d) {
+		k.lose(errors.New("session marker deadline passed before a heartbeat succeeded"))
+		return k.Err()
+	}
+	return nil
 }
 
 // Refresh renews the lease now, as the background renewal does every TTL/3.
@@ -219,6 +234,10 @@ func (k *Lock) lose(cause error) {
 	k.err = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, k.h.name, cause)
 	err := k.err
 	k.mu.Unlock()
+	// A lost lock is renewed no more: its lease must be left to lapse (a
+	// renewal would keep the row from everyone until the process ends).
+	k.stopRenew()
+	k.l.sess.unregister(k)
 	k.l.cfg.logger.Warn("rowlock: lock lost", "name", k.h.name, "token", k.h.token, "error", cause)
 	k.cancel(err)
 }
@@ -265,6 +284,9 @@ func (k *Lock) Release(ctx context.Context) error {
 	if loopStarted {
 		<-k.renewDone
 	}
+	// After the release statement: until it has run, the marker must stay
+	// (a contender that saw it gone could cut the lease short).
+	k.l.sess.unregister(k)
 	k.mu.Lock()
 	if k.err == nil {
 		k.err = dblock.ErrReleased

@@ -18,7 +18,8 @@ type Locker struct {
 	cfg     config
 	store   store
 	waiters waitlist
-	ln      *listener // nil when waiters poll
+	sess    *session
+	watch   *watcher
 	queue   *queue.Queue
 	closed  atomic.Bool
 }
@@ -40,10 +41,24 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
 	l := &Locker{db: db, cfg: cfg, queue: q, store: newStore(db, cfg.dialect)}
-	if l.store.notifies() && cfg.listen {
-		l.ln = &listener{db: db, idle: cfg.listenerIdle, waiters: &l.waiters, logger: cfg.logger}
-		l.waiters.ln = l.ln
+	sessionDB := cfg.sessionDB
+	if sessionDB == nil {
+		sessionDB = db
 	}
+	l.sess = &session{
+		db:      sessionDB,
+		pool:    db,
+		isPg:    cfg.dialect == dblock.Postgres,
+		listen:  l.store.notifies() && cfg.listen,
+		markers: cfg.crashGrace > 0,
+		grace:   cfg.crashGrace,
+		idle:    cfg.listenerIdle,
+		probe:   probeTimeout,
+		waiters: &l.waiters,
+		logger:  cfg.logger,
+	}
+	l.waiters.sess = l.sess
+	l.watch = &watcher{store: l.store, queue: q, grace: cfg.crashGrace, waiters: &l.waiters, logger: cfg.logger}
 	return l, nil
 }
 
@@ -58,9 +73,9 @@ func newStore(db *sql.DB, d dblock.Dialect) store {
 // Dialect is the SQL dialect the Locker speaks.
 func (l *Locker) Dialect() dblock.Dialect { return l.cfg.dialect }
 
-// Close stops the Locker's listening connection and refuses new
-// acquisitions with dblock.ErrClosed. Locks already held stay held (and
-// renewed) until released. Acquire calls in flight keep waiting, polling;
+// Close refuses new acquisitions with dblock.ErrClosed and stops the
+// Locker's session connection once no lock needs its marker. Locks already
+// held stay held (and renewed) until released. Acquire calls in flight keep waiting, polling;
 // their places in the fair queue are no longer kept alive and lapse after
 // the waiter TTL, unless they leave the queue first (by getting the lock or
 // giving up), which deletes them. Close never closes the *sql.DB.
@@ -68,9 +83,8 @@ func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	if l.ln != nil {
-		l.ln.close()
-	}
+	l.sess.close()
+	l.watch.close()
 	l.queue.Close()
 	l.store.close()
 	return nil

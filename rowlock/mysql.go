@@ -37,8 +37,12 @@ const (
 	// A lapsed lock with live fair waiters goes only to the oldest of them.
 	// dblock_locks has no index on expires_at, so no index is written.
 	//
-	// Parameters: note, min hold µs, host, owner, ttl µs, ttl µs, name, name,
-	// waiter id, host, owner.
+	// A takeover records the caller's session marker with the new token
+	// (token is assigned first, so it reads the new value); a re-entry keeps
+	// the row's marker only if it is the caller's own (see pgTake).
+	//
+	// Parameters: note, min hold µs, host, owner, session key, session key,
+	// ttl µs, ttl µs, name, name, waiter id, host, owner.
 	myTake = `
 UPDATE ` + locksTable + ` SET
     token = LAST_INSERT_ID(IF(expires_at <= UTC_TIMESTAMP(6), token + 1, token)),
@@ -48,6 +52,8 @@ UPDATE ` + locksTable + ` SET
     hold_count = IF(expires_at <= UTC_TIMESTAMP(6), 1, hold_count + 1),
     owner_host = ?,
     owner_id = ?,
+    session_token = IF(expires_at <= UTC_TIMESTAMP(6), token, session_token),
+    session_key = IF(expires_at <= UTC_TIMESTAMP(6) OR session_key = ?, ?, 0),
     expires_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
         GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND))
 WHERE name = ?
@@ -56,9 +62,21 @@ WHERE name = ?
             WHERE w.name = ? AND w.id < ? AND w.expires_at > UTC_TIMESTAMP(6)))
        OR (hold_count > 0 AND owner_host = ? AND owner_id = ?))`
 
+	// myRemaining is a waiter's holderInfo: the lease left in µs, the
+	// holder's session marker if trusted, and the token.
 	myRemaining = `
-SELECT GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))
+SELECT GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)),
+    IF(session_token = token, session_key, 0), token
 FROM ` + locksTable + ` WHERE name = ?`
+
+	// myShorten ends the lease of a holder whose session marker is gone at
+	// most grace from now, never before its MinHold; see store.shorten.
+	// Parameters: grace µs, name, token, key.
+	myShorten = `
+UPDATE ` + locksTable + `
+SET expires_at = LEAST(expires_at, GREATEST(min_hold_until, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND))
+WHERE name = ? AND token = ? AND session_key = ? AND session_token = token
+  AND expires_at > UTC_TIMESTAMP(6)`
 
 	// myDrawToken increments the stripe counter; its row lock, held until
 	// the transaction ends, orders fresh inserts of names on the stripe.
@@ -68,9 +86,10 @@ ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)`
 
 	myInsert = `
 INSERT INTO ` + locksTable + `
-    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
+    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at,
+     session_key, session_token)
 SELECT ?, ?, ?, ?, ?, 1, ?, UTC_TIMESTAMP(6),
-    UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+    UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?, ?
 FROM DUAL
 WHERE NOT EXISTS (SELECT 1 FROM ` + waitersTable + ` w` + waitersByName + `
                   WHERE w.name = ? AND w.id < ? AND w.expires_at > UTC_TIMESTAMP(6))`
@@ -141,18 +160,17 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 	if a.polling {
 		// A lease with time left cannot be taken by anyone else (a fresh
 		// row or the owner's own re-entry are not waiters' business).
-		var remaining int64
-		err := s.hot.QueryRowContext(ctx, myRemaining, a.name).Scan(&remaining)
+		h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.name))
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return outcome{}, err
 		}
-		if err == nil && remaining > 0 {
-			return outcome{remaining: time.Duration(remaining) * time.Microsecond}, nil
+		if err == nil && h.remaining > 0 {
+			return outcome{holder: h}, nil
 		}
 	}
 	ttl, minHold := micros(a.ttl), micros(a.minHold)
 	res, err := s.hot.ExecContext(ctx, myTake,
-		a.note, minHold, a.host, a.ownerID, ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID)
+		a.note, minHold, a.host, a.ownerID, a.sessionKey, a.sessionKey, ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -160,10 +178,9 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 		token, idErr := res.LastInsertId()
 		return outcome{acquired: err == nil && idErr == nil, token: token}, errors.Join(err, idErr)
 	}
-	var remaining int64
-	err = s.hot.QueryRowContext(ctx, myRemaining, a.name).Scan(&remaining)
+	h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.name))
 	if err == nil {
-		return outcome{remaining: time.Duration(remaining) * time.Microsecond}, nil
+		return outcome{holder: h}, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return outcome{}, err
@@ -193,7 +210,7 @@ func (s mysqlStore) insert(ctx context.Context, a attempt) (out outcome, err err
 		return outcome{}, err
 	}
 	res, err = tx.ExecContext(ctx, myInsert,
-		a.name, stripe, token, a.host, a.ownerID, a.note, micros(a.minHold), micros(a.ttl), a.name, a.queueID())
+		a.name, stripe, token, a.host, a.ownerID, a.note, micros(a.minHold), micros(a.ttl), a.sessionKey, token, a.name, a.queueID())
 	var myErr *mysql.MySQLError
 	if errors.As(err, &myErr) && myErr.Number == 1062 {
 		// Someone created the row since we looked: they hold it now.
@@ -335,8 +352,34 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-func (mysqlStore) wantWake(context.Context, string) (bool, time.Duration, error) {
-	return false, 0, nil
+func (mysqlStore) wantWake(context.Context, string) (bool, holderInfo, error) {
+	return false, holderInfo{}, nil
+}
+
+func (s mysqlStore) shorten(ctx context.Context, name string, token, key int64, grace time.Duration) (bool, error) {
+	return execOne(ctx, s.db, myShorten, micros(grace), name, token, key)
+}
+
+// deadMarkers asks IS_USED_LOCK of each key's GET_LOCK name, in one
+// statement (the names are placeholders' arguments, built from integers).
+func (s mysqlStore) deadMarkers(ctx context.Context, keys []int64) (map[int64]struct{}, error) {
+	cols := strings.TrimSuffix(strings.Repeat("IS_USED_LOCK(?) IS NULL, ", len(keys)), ", ")
+	args := make([]any, len(keys))
+	free := make([]bool, len(keys))
+	dest := make([]any, len(keys))
+	for i, k := range keys {
+		args[i], dest[i] = markerName(k), &free[i]
+	}
+	if err := s.db.QueryRowContext(ctx, "SELECT "+cols, args...).Scan(dest...); err != nil {
+		return nil, err
+	}
+	dead := make(map[int64]struct{})
+	for i, k := range keys {
+		if free[i] {
+			dead[k] = struct{}{}
+		}
+	}
+	return dead, nil
 }
 
 func (s mysqlStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {

@@ -27,9 +27,13 @@ const (
 	// left, so this costs about 100 cheap reads a second per waiting
 	// Locker, whatever the number of waiters.
 	DefaultMaxPollIntervalPolling = 10 * time.Millisecond
-	// DefaultListenerIdle is how long the PostgreSQL listening connection
-	// is kept after its last waiter left.
+	// DefaultListenerIdle is how long the session connection (see
+	// WithSessionDB) is kept after the Locker's last lock was released and
+	// its last waiter left.
 	DefaultListenerIdle = 30 * time.Second
+	// DefaultCrashGrace is how long after its session ended a holder's
+	// lock can be taken (see WithCrashGrace).
+	DefaultCrashGrace = time.Second
 )
 
 // Option configures a Locker.
@@ -47,6 +51,8 @@ type config struct {
 	listen            bool
 	waiterTTL         time.Duration
 	idleRecheck       time.Duration
+	sessionDB         *sql.DB
+	crashGrace        time.Duration
 }
 
 // WithDialect sets the SQL dialect. Default: detected from the driver
@@ -74,9 +80,37 @@ func WithPollInterval(minimum, maximum time.Duration) Option {
 // below that while a listener runs can starve the pool.
 func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
 
-// WithListenerIdle sets how long the listening connection outlives its last
-// waiter. Default DefaultListenerIdle.
+// WithListenerIdle sets how long the session connection outlives the
+// Locker's last lock and last waiter. Default DefaultListenerIdle.
 func WithListenerIdle(d time.Duration) Option { return func(c *config) { c.listenerIdle = d } }
+
+// WithSessionDB sets where the Locker's session connection comes from: one
+// connection kept out of the pool while the Locker holds locks or has
+// waiters, which carries the session marker (see the package doc, Crash
+// detection) and, on PostgreSQL with pgx, LISTEN. Give a *sql.DB with a
+// direct connection to the server when the Locker's own goes through a
+// transaction pooler (PgBouncer in transaction mode): through a pooler,
+// notifications never come back and a marker would outlive its process, so
+// the Locker notices (a NOTIFY round trip, the heartbeat's check), logs it
+// once, and goes without: waiters poll (at most every
+// DefaultMaxPollIntervalPolling) and dead holders are detected by their
+// leases only. Default: the Locker's own *sql.DB, from which the session
+// connection is taken only if the pool can spare it (see WithListen). The
+// Locker never closes it.
+func WithSessionDB(db *sql.DB) Option { return func(c *config) { c.sessionDB = db } }
+
+// WithCrashGrace sets G, how soon a dead holder's locks can be taken: a
+// contender that finds the holder's session marker gone shortens its lease
+// to G from then, by the database clock, and a live holder whose session
+// heartbeat (every G/3) has not been answered for 0.9·G declares its locks
+// lost. So a holder that crashes, or whose connection the server or the
+// network cuts, blocks others for about G plus a waiter's check (every
+// G/4), whatever the TTL, instead of the whole lease. Dead fair waiters are
+// passed over the same way. Shorter is faster recovery, and more
+// heartbeats, and more locks declared lost when the session connection
+// hiccups; 0 turns markers off, and the lease alone decides. Default
+// DefaultCrashGrace; at least 100 ms.
+func WithCrashGrace(d time.Duration) Option { return func(c *config) { c.crashGrace = d } }
 
 // DefaultWaiterTTL is how long a fair waiter stays queued without a
 // heartbeat (see WithWaiterTTL).
@@ -100,6 +134,10 @@ const DefaultIdleRecheck = 30 * time.Second
 // one try per waiter per period. Default DefaultIdleRecheck.
 func WithIdleRecheck(d time.Duration) Option { return func(c *config) { c.idleRecheck = d } }
 
+// minCrashGrace is the shortest crash grace: its heartbeats come every
+// G/3, and each must be answered within 0.9·G of the last.
+const minCrashGrace = 100 * time.Millisecond
+
 // newConfig applies opts over the defaults, resolves the dialect of db and
 // checks the result.
 func newConfig(db *sql.DB, opts []Option) (config, error) {
@@ -111,6 +149,7 @@ func newConfig(db *sql.DB, opts []Option) (config, error) {
 		listen:       true,
 		waiterTTL:    DefaultWaiterTTL,
 		idleRecheck:  DefaultIdleRecheck,
+		crashGrace:   DefaultCrashGrace,
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -158,6 +197,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithIdleRecheck", Reason: "must be positive"})
 	case c.listenerIdle < 0:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithListenerIdle", Reason: "must not be negative"})
+	case c.crashGrace < 0 || c.crashGrace > 0 && c.crashGrace < minCrashGrace:
+		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithCrashGrace", Reason: "must be 0 (off) or at least 100ms"})
 	case c.logger == nil:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
 	}

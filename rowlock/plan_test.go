@@ -28,8 +28,8 @@ func TestMySQLWaiterSubqueriesUseNameIndex(t *testing.T) {
 				query string
 				args  []any
 			}{
-				{"take", myTake, []any{a.note, 0, a.host, a.ownerID, ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID}},
-				{"insert", myInsert, []any{a.name, 0, 1, a.host, a.ownerID, a.note, 0, ttl, a.name, a.queueID()}},
+				{"take", myTake, []any{a.note, 0, a.host, a.ownerID, 0, 0, ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID}},
+				{"insert", myInsert, []any{a.name, 0, 1, a.host, a.ownerID, a.note, 0, ttl, 0, 1, a.name, a.queueID()}},
 			} {
 				key := explainKey(t, tg.DB, st.query, "w", st.args...)
 				if key != "dblock_waiters_name_id" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sqllock/sqllock/internal/pgxrow"
@@ -35,8 +37,13 @@ type postgresStore struct {
 // A lapsed lock with live fair waiters goes only to the oldest of them:
 // $7 is the caller's waiter id, or the largest bigint when not queued.
 //
+// A takeover records the caller's session marker ($8, 0 for none) with the
+// new token; a re-entry keeps the row's marker only if it is the caller's
+// own, and else records none, so that the end of one session never cuts
+// short a hold taken under another (see the package doc, Crash detection).
+//
 // Parameters: $1 name, $2 owner_host, $3 owner_id, $4 note, $5 ttl µs,
-// $6 min hold µs, $7 waiter id.
+// $6 min hold µs, $7 waiter id, $8 session key.
 const pgTake = `
 UPDATE ` + locksTable + ` AS l SET
     token          = CASE WHEN l.expires_at <= clock_timestamp() THEN l.token + 1 ELSE l.token END,
@@ -46,6 +53,8 @@ UPDATE ` + locksTable + ` AS l SET
     min_hold_until = CASE WHEN l.expires_at <= clock_timestamp()
                           THEN clock_timestamp() + $6::bigint * interval '1 microsecond' ELSE l.min_hold_until END,
     wanted         = CASE WHEN l.expires_at <= clock_timestamp() THEN false ELSE l.wanted END,
+    session_key    = CASE WHEN l.expires_at <= clock_timestamp() OR l.session_key = $8 THEN $8 ELSE 0 END,
+    session_token  = CASE WHEN l.expires_at <= clock_timestamp() THEN l.token + 1 ELSE l.session_token END,
     owner_host     = $2,
     owner_id       = $3,
     expires_at     = GREATEST(clock_timestamp() + $5::bigint * interval '1 microsecond',
@@ -63,7 +72,7 @@ RETURNING l.token`
 // ordered by token. Nothing is written when a row exists.
 //
 // Parameters: $1 name, $2 stripe, $3 owner_host, $4 owner_id, $5 note,
-// $6 ttl µs, $7 min hold µs, $8 waiter id.
+// $6 ttl µs, $7 min hold µs, $8 waiter id, $9 session key.
 const pgInsert = `
 WITH fence AS (
     INSERT INTO ` + fencesTable + ` AS f (stripe, token)
@@ -75,10 +84,12 @@ WITH fence AS (
     RETURNING f.token
 )
 INSERT INTO ` + locksTable + `
-    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
+    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at,
+     session_key, session_token)
 SELECT $1, $2::integer, fence.token, $3, $4, 1, $5, clock_timestamp(),
     clock_timestamp() + $7::bigint * interval '1 microsecond',
-    clock_timestamp() + $6::bigint * interval '1 microsecond'
+    clock_timestamp() + $6::bigint * interval '1 microsecond',
+    $9, fence.token
 FROM fence
 ON CONFLICT (name) DO NOTHING
 RETURNING token`
@@ -93,7 +104,18 @@ RETURNING token`
 // release asks for it when it asks to be notified (wantWake).
 func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
 	var out outcome
-	err := s.queryInt64(ctx, &out.token, pgTake, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID())
+	if a.polling {
+		// A lease with time left cannot be taken by anyone else (a fresh
+		// row or the owner's own re-entry are not waiters' business).
+		h, found, err := s.holder(ctx, a.name)
+		if err != nil {
+			return outcome{}, err
+		}
+		if found && h.remaining > 0 {
+			return outcome{holder: h}, nil
+		}
+	}
+	err := s.queryInt64(ctx, &out.token, pgTake, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey)
 	switch {
 	case err == nil:
 		out.acquired = true
@@ -102,7 +124,7 @@ func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, erro
 		return outcome{}, err
 	}
 	err = s.queryInt64(ctx, &out.token, pgInsert,
-		a.name, stripeOf(a.name), a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID())
+		a.name, stripeOf(a.name), a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey)
 	if errors.Is(err, sql.ErrNoRows) {
 		return outcome{}, nil
 	}
@@ -138,7 +160,36 @@ RETURNING CASE WHEN wanted AND wanted_by <> $5 AND hold_count = 0 AND expires_at
 UPDATE ` + locksTable + ` SET wanted = true,
     wanted_by = CASE WHEN wanted AND wanted_by <> $2 THEN '' ELSE $2 END
 WHERE name = $1 AND expires_at > clock_timestamp()
-RETURNING GREATEST(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint)`
+RETURNING ` + pgHolderColumns
+
+	// pgHolderColumns are a waiter's holderInfo: the lease left in µs, the
+	// holder's session marker if trusted (see pgTake), and the token.
+	pgHolderColumns = `GREATEST(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint),
+    CASE WHEN session_token = token THEN session_key ELSE 0 END, token`
+
+	// pgHolder reads a name's holder without writing (a polling waiter).
+	pgHolder = `SELECT ` + pgHolderColumns + ` FROM ` + locksTable + ` WHERE name = $1`
+
+	// pgShorten ends the lease of a holder whose session marker is gone at
+	// most $4 µs from now, never before its MinHold; see store.shorten.
+	pgShorten = `
+UPDATE ` + locksTable + `
+SET expires_at = LEAST(expires_at, GREATEST(min_hold_until, clock_timestamp() + $4::bigint * interval '1 microsecond'))
+WHERE name = $1 AND token = $2 AND session_key = $3 AND session_token = token
+  AND expires_at > clock_timestamp()`
+
+	// pgDeadMarkers returns those of the keys (a comma-separated list: no
+	// array type that every driver can send) that no session of this
+	// database holds as an advisory lock. pg_locks shows every session's
+	// locks to every user. A bigint advisory key k shows as classid =
+	// k >> 32, objid = k & 0xffffffff, objsubid = 1.
+	pgDeadMarkers = `
+SELECT k FROM unnest(string_to_array($1, ',')::bigint[]) AS k
+WHERE NOT EXISTS (
+    SELECT 1 FROM pg_locks p
+    WHERE p.locktype = 'advisory' AND p.granted AND p.objsubid = 1
+      AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND p.classid = (k >> 32)::oid AND p.objid = (k & 4294967295)::oid)`
 
 	// pgRenew never shortens the lease: reentrant holds share the row, and
 	// a short inner hold's renewal must not cut the lease of a longer
@@ -245,13 +296,46 @@ func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int
 	return b, err
 }
 
-func (s postgresStore) wantWake(ctx context.Context, name string) (bool, time.Duration, error) {
-	var us int64
-	err := s.db.QueryRowContext(ctx, pgWant, name, s.process).Scan(&us)
+func (s postgresStore) wantWake(ctx context.Context, name string) (bool, holderInfo, error) {
+	h, err := scanHolder(s.db.QueryRowContext(ctx, pgWant, name, s.process))
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, 0, nil
+		return false, holderInfo{}, nil
 	}
-	return err == nil, time.Duration(us) * time.Microsecond, err
+	return err == nil, h, err
+}
+
+// holder reads name's holder; found is false when the name has no row.
+func (s postgresStore) holder(ctx context.Context, name string) (h holderInfo, found bool, err error) {
+	h, err = scanHolder(s.db.QueryRowContext(ctx, pgHolder, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return holderInfo{}, false, nil
+	}
+	return h, err == nil, err
+}
+
+func (s postgresStore) shorten(ctx context.Context, name string, token, key int64, grace time.Duration) (bool, error) {
+	return execOne(ctx, s.db, pgShorten, name, token, key, micros(grace))
+}
+
+func (s postgresStore) deadMarkers(ctx context.Context, keys []int64) (map[int64]struct{}, error) {
+	list := make([]string, len(keys))
+	for i, k := range keys {
+		list[i] = strconv.FormatInt(k, 10)
+	}
+	rows, err := s.db.QueryContext(ctx, pgDeadMarkers, strings.Join(list, ","))
+	if err != nil {
+		return nil, err
+	}
+	dead := make(map[int64]struct{})
+	for rows.Next() {
+		var k int64
+		if err := rows.Scan(&k); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		dead[k] = struct{}{}
+	}
+	return dead, errors.Join(rows.Err(), rows.Close())
 }
 
 func (s postgresStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {

@@ -62,6 +62,9 @@ type attempt struct {
 	// notifications: a plain read first, and the try only when the lease
 	// looks lapsed, keeps frequent polls cheap.
 	polling bool
+	// sessionKey is the key of the Locker's session marker, recorded in
+	// the row the try takes; 0 for none (the lease alone decides).
+	sessionKey int64
 }
 
 // owner is who the attempt takes the lock for.
@@ -81,10 +84,19 @@ func (a attempt) queueID() int64 {
 type outcome struct {
 	acquired bool
 	token    int64
-	// remaining is, when not acquired, how long the current holder's lease
-	// has left by the database clock (0 when unknown): a waiter need not
-	// poll before then unless it is woken.
+	// holder is, when not acquired and known, the current holder.
+	holder holderInfo
+}
+
+// holderInfo is what a waiter learns of the holder of a name.
+type holderInfo struct {
+	// remaining is how long the holder's lease has left by the database
+	// clock (0 when unknown): a waiter need not poll before then unless
+	// it is woken.
 	remaining time.Duration
+	// key is the holder's session marker, trusted (its row's
+	// session_token is its token), or 0; token is the row's token.
+	key, token int64
 }
 
 // store is the SQL of one dialect. Implementations are in postgres.go and
@@ -121,7 +133,15 @@ type store interface {
 	// wantWake asks that the release of name, held now, be announced to
 	// other processes. armed is false when the lock is not held (free, or
 	// lapsed and kept for fair waiters): there will be no announcement.
-	wantWake(ctx context.Context, name string) (armed bool, remaining time.Duration, err error)
+	wantWake(ctx context.Context, name string) (armed bool, h holderInfo, err error)
+	// deadMarkers returns which of keys are session markers no session
+	// holds any more.
+	deadMarkers(ctx context.Context, keys []int64) (map[int64]struct{}, error)
+	// shorten ends the lease of name's row, held with token under the
+	// session marker key, at most grace from now by the database clock
+	// (never before its MinHold): its holder's session has ended. It never
+	// lengthens a lease and touches no other hold.
+	shorten(ctx context.Context, name string, token, key int64, grace time.Duration) (bool, error)
 	// notifies reports whether releases are announced to other processes
 	// (PostgreSQL NOTIFY).
 	notifies() bool
@@ -192,6 +212,18 @@ func queryHeld(ctx context.Context, db *sql.DB, query string, args ...any) ([]He
 		out = append(out, h)
 	}
 	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// scanHolder scans a row of holderInfo: the lease left in µs, the trusted
+// session key, the token.
+func scanHolder(row *sql.Row) (holderInfo, error) {
+	var h holderInfo
+	var us int64
+	if err := row.Scan(&us, &h.key, &h.token); err != nil {
+		return holderInfo{}, err
+	}
+	h.remaining = time.Duration(us) * time.Microsecond
+	return h, nil
 }
 
 // onlyRow returns the only lock a query by name returns, if any.

@@ -52,6 +52,9 @@ func (wt *waiting) run(ctx context.Context) (*Lock, error) {
 			// again, under a new id.
 			wt.a.waiterID = wt.ticket.ID()
 		}
+		// Read at every try too: the session may have restarted, under
+		// a new marker, while this waited.
+		wt.a.sessionKey = wt.l.sess.key(ctx)
 		out, sent, err := wt.l.try(ctx, wt.a)
 		if err != nil {
 			return nil, cutShort(ctx, err)
@@ -62,15 +65,15 @@ func (wt *waiting) run(ctx context.Context) (*Lock, error) {
 		// Later tries of a waiter that polls for releases look before
 		// they try. The owner cannot re-enter while it waits: it does not
 		// hold the lock.
-		wt.a.polling = wt.l.ln == nil
 		tryNow, err := wt.beforeSleep(ctx)
 		if err != nil {
 			return nil, cutShort(ctx, err)
 		}
+		wt.a.polling = !wt.listening
 		if tryNow {
 			continue
 		}
-		pause, err := wt.pause(ctx, out.remaining)
+		pause, err := wt.pause(ctx, out.holder)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +91,7 @@ func (wt *waiting) run(ctx context.Context) (*Lock, error) {
 // announced to nobody.
 func (wt *waiting) beforeSleep(ctx context.Context) (tryNow bool, err error) {
 	if wt.a.fair && wt.ticket == nil {
-		ticket, err := wt.l.queue.Enqueue(ctx, wt.a.name, wt.a.owner())
+		ticket, err := wt.l.queue.Enqueue(ctx, wt.a.name, wt.a.owner(), wt.a.sessionKey)
 		if err != nil {
 			return false, err
 		}
@@ -96,18 +99,20 @@ func (wt *waiting) beforeSleep(ctx context.Context) (tryNow bool, err error) {
 		wt.l.waiters.setTicket(wt.w, ticket)
 		return true, nil
 	}
-	if wt.l.ln != nil && !wt.listening {
-		wt.listening = wt.l.ln.ensure(ctx)
+	if wt.l.sess.listen && !wt.listening {
+		wt.listening = wt.l.sess.listening(ctx)
 		return wt.listening, nil
 	}
 	return false, nil
 }
 
-// pause is how long to sleep after a failed try that found remaining of
-// the holder's lease. Only the first waiter of a name in this Locker polls;
-// the others sleep until it leaves (it wakes the next) or a release wakes
-// them, so idle waiters cost the database nothing.
-func (wt *waiting) pause(ctx context.Context, remaining time.Duration) (time.Duration, error) {
+// pause is how long to sleep after a failed try that found h, the holder
+// (if known). Only the first waiter of a name in this Locker polls; the
+// others sleep until it leaves (it wakes the next) or a release wakes them,
+// so idle waiters cost the database nothing. The first also has the
+// Locker's watcher check that the holder it waits for, or the fair waiter
+// it queues behind, is alive.
+func (wt *waiting) pause(ctx context.Context, h holderInfo) (time.Duration, error) {
 	first := wt.l.waiters.isFirst(wt.a.name, wt.w)
 	if wt.wasFirst && !first {
 		// A waiter with an older place in the queue (or this one, queued
@@ -122,36 +127,58 @@ func (wt *waiting) pause(ctx context.Context, remaining time.Duration) (time.Dur
 	notified := wt.listening
 	if wt.listening {
 		var err error
-		if remaining, notified, err = wt.askWake(ctx, remaining); err != nil {
+		if h, notified, err = wt.askWake(ctx, h); err != nil {
 			return 0, err
 		}
 	}
-	return wt.pacer.next(remaining, notified), nil
+	wt.watchBlocker(ctx, h)
+	return wt.pacer.next(h.remaining, notified), nil
+}
+
+// watchBlocker has the watcher check whoever keeps the lock from this
+// waiter: the holder, if its lease has time left, or else the oldest
+// older fair waiter with a session marker. Without crash detection it
+// does nothing.
+func (wt *waiting) watchBlocker(ctx context.Context, h holderInfo) {
+	if wt.l.cfg.crashGrace <= 0 {
+		return
+	}
+	if h.remaining > wt.l.cfg.crashGrace {
+		wt.l.watch.watch(wt.a.name, target{key: h.key, token: h.token, by: wt.w})
+		return
+	}
+	if h.remaining > 0 {
+		return // lapses soon anyway
+	}
+	id, key, found, err := wt.l.queue.Blocker(ctx, wt.a.name, wt.a.queueID())
+	if err != nil || !found {
+		return // a failed look costs nothing but speed: the next pause looks again
+	}
+	wt.l.watch.watch(wt.a.name, target{key: key, id: id, by: wt.w})
 }
 
 // askWake asks that the holder's release be announced: releases are
-// announced only when asked for. It returns the holder's lease left
-// (remaining, unless the database said) and whether the release will wake
-// this waiter.
-func (wt *waiting) askWake(ctx context.Context, remaining time.Duration) (time.Duration, bool, error) {
+// announced only when asked for. It returns the holder (h, unless the
+// database said) and whether the release will wake this waiter.
+func (wt *waiting) askWake(ctx context.Context, h holderInfo) (holderInfo, bool, error) {
 	var armed bool
-	var left time.Duration
+	var now holderInfo
 	err := lockkit.RetryContention(ctx, func() (err error) {
-		armed, left, err = wt.l.store.wantWake(ctx, wt.a.name)
+		armed, now, err = wt.l.store.wantWake(ctx, wt.a.name)
 		return err
 	})
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return 0, false, errors.Join(dblock.ErrNotAcquired, ctx.Err())
+		return holderInfo{}, false, errors.Join(dblock.ErrNotAcquired, ctx.Err())
 	case err != nil:
 		wt.l.cfg.logger.Warn("rowlock: asking for a wake-up failed; polling", "name", wt.a.name, "error", err)
-		return remaining, false, nil
+		return h, false, nil
 	case armed:
-		return left, true, nil
+		return now, true, nil
 	}
 	// Not held any more, or kept for older fair waiters: no announcement
 	// will come.
-	return remaining, false, nil
+	return h, false, nil
 }
 
 // sleep waits for pause to pass, a wake-up, or ctx to end.
@@ -169,8 +196,8 @@ func (wt *waiting) sleep(ctx context.Context, pause time.Duration) error {
 	case <-wt.timer.C:
 	}
 	if wt.listening {
-		// The listener may have stopped (lost connection); restart it.
-		wt.listening = wt.l.ln.ensure(ctx)
+		// The session may have stopped (lost connection); restart it.
+		wt.listening = wt.l.sess.listening(ctx)
 	}
 	return nil
 }
@@ -187,5 +214,6 @@ func (wt *waiting) end(ctx context.Context) {
 			wt.l.cfg.logger.Warn("rowlock: leaving the queue failed", "name", wt.a.name, "error", err)
 		}
 	}
+	wt.l.watch.forget(wt.a.name, wt.w)
 	wt.l.waiters.remove(wt.a.name, wt.w)
 }

@@ -28,10 +28,10 @@ type waiter struct {
 // by arrival not the head of the queue, the head would sleep while the lock
 // is free.
 type waitlist struct {
-	// ln is the Locker's listener, nil when its waiters poll. It is told
-	// when the list gains its first waiter and loses its last, under mu, so
-	// that the two never reach it out of order.
-	ln *listener
+	// sess is the Locker's session. It is told when the list gains its
+	// first waiter and loses its last, under mu, so that the two never
+	// reach it out of order.
+	sess *session
 
 	mu     sync.Mutex
 	byName map[string][]*waiter // in arrival order
@@ -133,19 +133,19 @@ func signal(w *waiter) {
 }
 
 // busy runs, under mu, when the list gains its first waiter: releases in
-// this process wake it from now on, and the listener stays up.
+// this process wake it from now on, and the session stays up.
 func (wl *waitlist) busy() {
 	busyWaitlists.add(wl)
-	if wl.ln != nil {
-		wl.ln.busy()
+	if wl.sess != nil {
+		wl.sess.setWaiting(true)
 	}
 }
 
 // idle runs, under mu, when the list loses its last waiter.
 func (wl *waitlist) idle() {
 	busyWaitlists.remove(wl)
-	if wl.ln != nil {
-		wl.ln.idleNow()
+	if wl.sess != nil {
+		wl.sess.setWaiting(false)
 	}
 }
 

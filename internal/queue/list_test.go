@@ -40,7 +40,7 @@ func enqueue(t *testing.T, q *queue.Queue, name string, n int) []*queue.Ticket {
 	t.Helper()
 	var tickets []*queue.Ticket
 	for range n {
-		tk, err := q.Enqueue(t.Context(), name, lockkit.NewOwner())
+		tk, err := q.Enqueue(t.Context(), name, lockkit.NewOwner(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

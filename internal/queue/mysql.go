@@ -14,8 +14,20 @@ type mysqlStore struct{ db *sql.DB }
 
 const (
 	myInsert = `
-INSERT INTO ` + Table + ` (name, owner_host, owner_id, created_at, expires_at)
-VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`
+INSERT INTO ` + Table + ` (name, owner_host, owner_id, created_at, expires_at, session_key)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`
+
+	// myBlocker: see pgBlocker. Parameters: name, id.
+	myBlocker = `
+SELECT id, session_key FROM ` + Table + ` FORCE INDEX (dblock_waiters_name_id)
+WHERE name = ? AND id < ? AND expires_at > UTC_TIMESTAMP(6) AND session_key <> 0
+ORDER BY id LIMIT 1`
+
+	// myShorten: see pgShorten. Parameters: grace µs, id, key.
+	myShorten = `
+UPDATE ` + Table + `
+SET expires_at = LEAST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+WHERE id = ? AND session_key = ?`
 
 	// myBeat and myAlive take the ids' placeholders (%s); MySQL has no
 	// RETURNING to tell which rows the UPDATE found.
@@ -46,8 +58,16 @@ ORDER BY id
 LIMIT ?`
 )
 
-func (s mysqlStore) insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration) (int64, error) {
-	res, err := s.db.ExecContext(ctx, myInsert, name, owner.Host, owner.ID, ttl.Microseconds())
+func (s mysqlStore) blocker(ctx context.Context, name string, id int64) (int64, int64, bool, error) {
+	return scanBlocker(s.db.QueryRowContext(ctx, myBlocker, name, id))
+}
+
+func (s mysqlStore) shorten(ctx context.Context, id, key int64, grace time.Duration) (bool, error) {
+	return affectedOne(s.db.ExecContext(ctx, myShorten, grace.Microseconds(), id, key))
+}
+
+func (s mysqlStore) insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration, key int64) (int64, error) {
+	res, err := s.db.ExecContext(ctx, myInsert, name, owner.Host, owner.ID, ttl.Microseconds(), key)
 	if err != nil {
 		return 0, err
 	}

@@ -12,9 +12,23 @@ type postgresStore struct{ db *sql.DB }
 
 const (
 	pgInsert = `
-INSERT INTO ` + Table + ` (name, owner_host, owner_id, created_at, expires_at)
-VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 microsecond')
+INSERT INTO ` + Table + ` (name, owner_host, owner_id, created_at, expires_at, session_key)
+VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 microsecond', $5)
 RETURNING id`
+
+	// pgBlocker is the oldest live waiter of $1 older than $2 that has a
+	// session marker.
+	pgBlocker = `
+SELECT id, session_key FROM ` + Table + `
+WHERE name = $1 AND id < $2 AND expires_at > clock_timestamp() AND session_key <> 0
+ORDER BY id LIMIT 1`
+
+	// pgShorten ends waiter $1's place at most $3 µs from now if its
+	// session marker is still $2 (its session has ended).
+	pgShorten = `
+UPDATE ` + Table + `
+SET expires_at = LEAST(expires_at, clock_timestamp() + $3::bigint * interval '1 microsecond')
+WHERE id = $1 AND session_key = $2`
 
 	pgBeat = `
 UPDATE ` + Table + ` SET expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond'
@@ -50,10 +64,18 @@ WHERE id IN (
   AND expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'`
 )
 
-func (s postgresStore) insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration) (int64, error) {
+func (s postgresStore) insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration, key int64) (int64, error) {
 	var id int64
-	err := s.db.QueryRowContext(ctx, pgInsert, name, owner.Host, owner.ID, ttl.Microseconds()).Scan(&id)
+	err := s.db.QueryRowContext(ctx, pgInsert, name, owner.Host, owner.ID, ttl.Microseconds(), key).Scan(&id)
 	return id, err
+}
+
+func (s postgresStore) blocker(ctx context.Context, name string, id int64) (int64, int64, bool, error) {
+	return scanBlocker(s.db.QueryRowContext(ctx, pgBlocker, name, id))
+}
+
+func (s postgresStore) shorten(ctx context.Context, id, key int64, grace time.Duration) (bool, error) {
+	return affectedOne(s.db.ExecContext(ctx, pgShorten, id, key, grace.Microseconds()))
 }
 
 func (s postgresStore) beat(ctx context.Context, ids []int64, ttl time.Duration) (map[int64]struct{}, error) {

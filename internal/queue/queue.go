@@ -50,6 +50,7 @@ type Ticket struct {
 	q     *Queue
 	name  string
 	owner dblock.Owner
+	key   int64 // session marker
 
 	// id is read without mu (ID), so that callers ordering waiters by it
 	// never wait for a re-enqueue in flight; it is written under mu.
@@ -103,19 +104,20 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 func (q *Queue) TTL() time.Duration { return q.ttl }
 
 // Enqueue puts a waiter for name at the tail of the queue and keeps it alive
-// until Leave. Contention is retried until ctx ends; then the error wraps
-// ctx.Err().
-func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner) (*Ticket, error) {
+// until Leave. key is the waiter's session marker (0 for none): once no
+// session holds it, others may pass the waiter over (Shorten). Contention
+// is retried until ctx ends; then the error wraps ctx.Err().
+func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner, key int64) (*Ticket, error) {
 	if err := lockkit.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	if err := lockkit.ValidateName(name); err != nil {
 		return nil, err
 	}
-	t := &Ticket{q: q, name: name, owner: owner}
+	t := &Ticket{q: q, name: name, owner: owner, key: key}
 	var id int64
 	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-		id, err = q.store.insert(ctx, name, owner, q.ttl)
+		id, err = q.store.insert(ctx, name, owner, q.ttl, key)
 		return err
 	})
 	if err != nil {
@@ -264,7 +266,7 @@ func (q *Queue) requeue(ctx context.Context, t *Ticket) {
 	defer cancel()
 	var id int64
 	err := lockkit.RetryContentionUntilDone(insertCtx, func() (err error) {
-		id, err = q.store.insert(insertCtx, t.name, t.owner, q.ttl)
+		id, err = q.store.insert(insertCtx, t.name, t.owner, q.ttl, t.key)
 		return err
 	})
 	if err != nil {
@@ -272,6 +274,23 @@ func (q *Queue) requeue(ctx context.Context, t *Ticket) {
 		return
 	}
 	t.id.Store(id)
+}
+
+// Blocker returns the oldest live waiter of name older than id (the
+// largest int64 for a caller with no place) that has a session marker, and
+// that key; found is false when there is none.
+func (q *Queue) Blocker(ctx context.Context, name string, id int64) (blockerID, key int64, found bool, err error) {
+	return q.store.blocker(ctx, name, id)
+}
+
+// Shorten ends waiter id's place at most grace from now, by the database
+// clock, if its session marker is still key: the caller found that no
+// session holds the marker any more, so the waiter's process is gone (or
+// its session is, and a live one keeps its place only while its heartbeat
+// pushes the expiry on). ok is false when the row is gone or has another
+// marker.
+func (q *Queue) Shorten(ctx context.Context, id, key int64, grace time.Duration) (ok bool, err error) {
+	return q.store.shorten(ctx, id, key, grace)
 }
 
 // List returns name's live waiters in queue order.

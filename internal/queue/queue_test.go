@@ -29,7 +29,7 @@ func TestQueue(t *testing.T) {
 			owners := []dblock.Owner{lockkit.NewOwner(), lockkit.NewOwner(), lockkit.NewOwner()}
 			var tickets []*queue.Ticket
 			for _, o := range owners {
-				tk, err := q.Enqueue(ctx, name, o)
+				tk, err := q.Enqueue(ctx, name, o, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,7 +86,7 @@ func TestQueueBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Enqueue(t.Context(), "", lockkit.NewOwner()); !errors.Is(err, dblock.ErrInvalidName) {
+	if _, err := q.Enqueue(t.Context(), "", lockkit.NewOwner(), 0); !errors.Is(err, dblock.ErrInvalidName) {
 		t.Errorf("empty name: %v", err)
 	}
 }
@@ -103,7 +103,7 @@ func TestLeaveAfterClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := testdb.Name(t)
-			tk, err := q.Enqueue(ctx, name, lockkit.NewOwner())
+			tk, err := q.Enqueue(ctx, name, lockkit.NewOwner(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,8 +13,15 @@ import (
 // mysql.go; each method is one statement, or two that need no transaction.
 // Times are judged by the database clock.
 type store interface {
-	// insert queues a waiter for name at the tail and returns its id.
-	insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration) (int64, error)
+	// insert queues a waiter for name at the tail and returns its id; key
+	// is its session marker (0 for none).
+	insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration, key int64) (int64, error)
+	// blocker returns the oldest live waiter of name older than id that
+	// has a session marker, and its key.
+	blocker(ctx context.Context, name string, id int64) (blockerID, key int64, found bool, err error)
+	// shorten ends waiter id's place at most grace from now if its
+	// session marker is still key.
+	shorten(ctx context.Context, id, key int64, grace time.Duration) (bool, error)
 	// beat pushes the expiry of the waiters ids to now+ttl and returns
 	// those still in the table.
 	beat(ctx context.Context, ids []int64, ttl time.Duration) (map[int64]struct{}, error)
@@ -31,6 +38,24 @@ type store interface {
 	// than grace ago, oldest first, and says how many. A waiter whose
 	// heartbeat is being written at that moment is kept.
 	deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error)
+}
+
+// scanBlocker scans blocker's row.
+func scanBlocker(row *sql.Row) (id, key int64, found bool, err error) {
+	err = row.Scan(&id, &key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	return id, key, err == nil, err
+}
+
+// affectedOne reports whether a statement changed a row.
+func affectedOne(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 // querier runs the listing queries: the pool.

@@ -17,9 +17,11 @@ type Proxy struct {
 	ln     net.Listener
 	wg     sync.WaitGroup // the accept loop and every connection's goroutines
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{} // both ends of every forwarded connection
+	mu      sync.Mutex
+	cut     bool
+	holed   bool                  // Blackhole: clients' ends stay open and silent
+	conns   map[net.Conn]struct{} // both ends of every forwarded connection
+	servers map[net.Conn]struct{} // the server ends among them
 }
 
 // dialTimeout bounds the connect to the target, so that a dead target
@@ -35,7 +37,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("testdb: proxy listen: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{}), servers: make(map[net.Conn]struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -59,11 +61,28 @@ func (p *Proxy) Cut() {
 	}
 }
 
+// Blackhole ends every open connection towards the server, so the server
+// sees its clients vanish and ends their sessions, while the clients' ends
+// stay open and silent: what clients write goes nowhere and nothing
+// answers, as when a network path drops packets without resetting
+// anything. A client learns of it only by its own timeouts. New
+// connections are closed as by Cut, until Restore.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut, p.holed = true, true
+	for c := range p.servers {
+		_ = c.Close()
+		delete(p.conns, c)
+		delete(p.servers, c)
+	}
+}
+
 // Restore forwards new connections again. Connections closed by Cut stay
 // closed: the client's pool must open fresh ones.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.cut = false
+	p.cut, p.holed = false, false
 	p.mu.Unlock()
 }
 
@@ -112,21 +131,35 @@ func (p *Proxy) forward(client net.Conn) {
 		p.drop(client)
 		return
 	}
+	p.mu.Lock()
+	p.servers[server] = struct{}{}
+	p.mu.Unlock()
 	upstreamDone := make(chan struct{})
 	go func() {
 		defer close(upstreamDone)
-		p.pipe(server, client)
+		_, _ = io.Copy(server, client)
+		if p.blackholed() {
+			// Swallow what the client writes until it gives up (or
+			// the proxy closes).
+			_, _ = io.Copy(io.Discard, client)
+		}
+		p.drop(server)
+		p.drop(client)
 	}()
-	p.pipe(client, server)
+	_, _ = io.Copy(client, server)
+	if !p.blackholed() {
+		// Either direction ending ends both, as a broken network path
+		// would, so that neither peer is left half-connected.
+		p.drop(client)
+	}
+	p.drop(server)
 	<-upstreamDone
 }
 
-// pipe copies src to dst; either direction ending ends both, as a broken
-// network path would, so that neither peer is left half-connected.
-func (p *Proxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
-	p.drop(dst)
-	p.drop(src)
+func (p *Proxy) blackholed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holed
 }
 
 // track registers c so that Cut can close it, unless the proxy is cut.
@@ -144,5 +177,6 @@ func (p *Proxy) drop(c net.Conn) {
 	_ = c.Close()
 	p.mu.Lock()
 	delete(p.conns, c)
+	delete(p.servers, c)
 	p.mu.Unlock()
 }

@@ -1,0 +1,2 @@
+ALTER TABLE dblock_waiters DROP COLUMN session_key;
+ALTER TABLE dblock_locks DROP COLUMN session_token, DROP COLUMN session_key;
