@@ -22,9 +22,67 @@
 // the lock is still held and keeps it from being taken until that
 // transaction ends.
 //
-// Waiting: on PostgreSQL, releases are announced with NOTIFY and one
-// listening connection per Locker wakes its waiters; on MySQL waiters poll
-// with backoff and jitter. Waiters in the same process are woken directly by
+// # Crash detection
+//
+// A holder that dies would block others for its whole lease (30 s by
+// default); with session markers it blocks them for about the crash grace
+// G (WithCrashGrace, 1 s by default), whatever the TTL, while a live
+// holder still always stops first.
+//
+// Each Locker keeps one session connection (WithSessionDB) while it holds
+// locks or has waiters. On it, the Locker holds a session-scoped marker
+// with a fresh random key: pg_advisory_lock(key) on PostgreSQL,
+// GET_LOCK('sqllock.<key>') on MySQL. The server frees it exactly when
+// that session ends: the process died, its connection was closed or cut,
+// the server killed the session. Keys are never reused, so a marker that
+// has gone never comes back. Every row the Locker takes records the key
+// (session_key) and the token it was taken with (session_token); the key is
+// trusted only while session_token equals the row's token, so a takeover by
+// a version of this library that does not write the columns leaves a key
+// nobody trusts, and a re-entry under another key records none.
+//
+// A waiter that finds the lock held under a marker has its Locker's
+// watcher ask, every G/4, whether the marker is still held (pg_locks;
+// IS_USED_LOCK). When it is gone, the watcher shortens the row's lease to
+// at most now+G by the database clock (never below MinHold, never
+// lengthening it, and only for that token and key), and the waiter takes
+// the lock once that has lapsed, as any lapsed lease. Fair waiters are
+// passed over the same way: a waiter row records its Locker's key, and a
+// waiter queued behind one whose marker is gone shortens its place.
+//
+// Why a live holder stops first. The holder proves its marker every G/3
+// on the session connection, with a statement that answers true only if
+// the marker is held by the very session that answers (so a pooler in
+// between cannot pass off another session's answer), and trusts its locks
+// until 0.9·G after it sent the last such heartbeat that succeeded (time
+// t, by its monotonic clock). Past that, or as soon as the session
+// connection fails, it declares every lock taken under that marker lost:
+// Done closes, renewals stop, and Err compares the clock itself, so a
+// paused process finds out on waking. Now the marker was held when that
+// heartbeat ran on the server, which was after t; a contender shortens the
+// lease only after seeing the marker gone, so later still, at some T > t;
+// and the lock can then be taken no earlier than T+G > t+G by the database
+// clock. The holder stopped at t+0.9·G by its own clock, which is earlier
+// as long as the two clocks' rates differ by less than a tenth: the same
+// margin the lease relies on (rule 2). The lease rule holds independently:
+// shortening never lengthens a lease, and a renewal never revives a lapsed
+// one. A holder that is paused (SIGSTOP, a long GC) keeps its marker, since
+// its session lives, so nobody cuts its lease short; it declares its locks
+// lost when it wakes past the deadline, and releasing them (Release still
+// frees the row) lets the next holder in at once.
+//
+// Without a usable session connection (a pool with no connection to
+// spare, a transaction pooler in front of it, WithCrashGrace(0)) rows carry
+// no marker and the lease alone decides, as before. The cost of markers:
+// the session connection, one heartbeat every G/3 while the Locker holds
+// locks, and one statement every G/4 per Locker while its waiters wait on a
+// marked holder.
+//
+// Waiting: on PostgreSQL, releases are announced with NOTIFY, and the
+// session connection LISTENs and wakes the Locker's waiters, once a NOTIFY
+// round trip has shown that notifications come back on it (through a
+// transaction pooler they do not: waiters then poll, and the Locker says so
+// once in its log); on MySQL waiters poll with backoff and jitter. Waiters in the same process are woken directly by
 // a release. Only the first waiter of a name in each Locker is woken, so a
 // release never stampedes: the fair waiter with the oldest place in the
 // queue, or with none queued the longest-waiting one.
