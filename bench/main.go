@@ -74,6 +74,7 @@ type config struct {
 	heldOps     int
 	idleWindow  time.Duration
 	idleCounts  []int
+	crashes     int
 	markdown    bool
 	svg         string
 	dialects    []string
@@ -85,9 +86,16 @@ type config struct {
 }
 
 // sectionNames in the order they run and print.
-var sectionNames = []string{"uncontended", "handoff", "throughput", "memory", "held", "idle"}
+var sectionNames = []string{"uncontended", "handoff", "throughput", "memory", "held", "idle", "crash"}
 
 func main() {
+	if len(os.Args) > 4 && os.Args[1] == crashFlag {
+		if err := runCrashHolder(os.Args[2], os.Args[3], os.Args[4]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench crash holder:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
 		if err := runChild(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
@@ -125,6 +133,7 @@ func parseFlags() (config, error) {
 	flag.IntVar(&cfg.heldOps, "held-ops", 300, "held names: operations timed per variant and level")
 	flag.DurationVar(&cfg.idleWindow, "idle-window", 3*time.Second, "idle waiters: how long to count the server's statements")
 	flag.StringVar(&idleCounts, "idle-waiters", "1,16,128", "idle waiters: numbers of fair waiters")
+	flag.IntVar(&cfg.crashes, "crashes", 10, "crash: holders killed per kind of lock")
 	flag.BoolVar(&cfg.markdown, "markdown", false, "print Markdown tables")
 	flag.StringVar(&cfg.svg, "svg", "", "also write an SVG chart of the latencies to this file")
 	flag.StringVar(&dialectList, "dialects", "postgres,mysql", "databases to measure")
@@ -142,6 +151,7 @@ func parseFlags() (config, error) {
 		quick := map[string]string{
 			"n": "400", "handoffs": "40", "slice": "500ms", "slices": "2",
 			"held": "1000,10000", "held-ops": "100", "idle-window": "1s", "idle-waiters": "1,128",
+			"crashes": "3",
 		}
 		for name, value := range quick {
 			if !set[name] {
@@ -271,6 +281,7 @@ func measure(ctx context.Context, cfg config, e *env, t *tables) error {
 		"memory":      func() error { return memory(ctx, cfg, e, t.memory) },
 		"held":        func() error { return heldNames(ctx, cfg, e, t.held) },
 		"idle":        func() error { return idle(ctx, cfg, e, t.idle) },
+		"crash":       func() error { return crashes(ctx, cfg, e, t.crash) },
 	}
 	for _, s := range sectionNames {
 		if !slices.Contains(cfg.sections, s) {
