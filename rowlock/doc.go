@@ -42,8 +42,11 @@
 // nobody trusts, and a re-entry under another key records none.
 //
 // A waiter that finds the lock held under a marker has its Locker's
-// watcher ask, every G/4, whether the marker is still held (pg_locks;
-// IS_USED_LOCK). When it is gone, the watcher shortens the row's lease to
+// watcher block one pool connection in the database on that marker
+// (pg_advisory_xact_lock_shared; GET_LOCK), which the server grants the
+// moment the holder's session ends: waiters learn of a death without
+// polling (the wait is renewed every 5 s while needed). Then the watcher
+// shortens the row's lease to
 // at most now+G by the database clock (never below MinHold, never
 // lengthening it, and only for that token and key), and the waiter takes
 // the lock once that has lapsed, as any lapsed lease. Fair waiters are
@@ -75,8 +78,9 @@
 // spare, a transaction pooler in front of it, WithCrashGrace(0)) rows carry
 // no marker and the lease alone decides, as before. The cost of markers:
 // the session connection, one heartbeat every G/3 while the Locker holds
-// locks, and one statement every G/4 per Locker while its waiters wait on a
-// marked holder.
+// locks, and, while its waiters wait on marked holders, one blocked pool
+// connection per holder's marker (at most four per Locker; beyond that
+// waiters wait for leases).
 //
 // Waiting: on PostgreSQL, releases are announced with NOTIFY, and the
 // session connection LISTENs and wakes the Locker's waiters, once a NOTIFY

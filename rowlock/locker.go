@@ -58,7 +58,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		logger:  cfg.logger,
 	}
 	l.waiters.sess = l.sess
-	l.watch = &watcher{store: l.store, queue: q, grace: cfg.crashGrace, waiters: &l.waiters, logger: cfg.logger}
+	l.watch = &watcher{db: db, store: l.store, queue: q, grace: cfg.crashGrace, waiters: &l.waiters, logger: cfg.logger}
 	return l, nil
 }
 

@@ -3,6 +3,7 @@ package rowlock
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -360,26 +361,30 @@ func (s mysqlStore) shorten(ctx context.Context, name string, token, key int64, 
 	return execOne(ctx, s.db, myShorten, micros(grace), name, token, key)
 }
 
-// deadMarkers asks IS_USED_LOCK of each key's GET_LOCK name, in one
-// statement (the names are placeholders' arguments, built from integers).
-func (s mysqlStore) deadMarkers(ctx context.Context, keys []int64) (map[int64]struct{}, error) {
-	cols := strings.TrimSuffix(strings.Repeat("IS_USED_LOCK(?) IS NULL, ", len(keys)), ", ")
-	args := make([]any, len(keys))
-	free := make([]bool, len(keys))
-	dest := make([]any, len(keys))
-	for i, k := range keys {
-		args[i], dest[i] = markerName(k), &free[i]
+// awaitMarkerGone waits on the marker's GET_LOCK name on a connection of
+// its own: the server grants it exactly when the holder's session ends,
+// and it is released at once. GET_LOCK's timeout is in whole seconds.
+func (s mysqlStore) awaitMarkerGone(ctx context.Context, key int64, wait time.Duration) (gone bool, err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return false, err
 	}
-	if err := s.db.QueryRowContext(ctx, "SELECT "+cols, args...).Scan(dest...); err != nil {
-		return nil, err
+	defer conn.Close()
+	name := markerName(key)
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, name, max(1, int64(wait/time.Second))).Scan(&got); err != nil {
+		return false, err
 	}
-	dead := make(map[int64]struct{})
-	for i, k := range keys {
-		if free[i] {
-			dead[k] = struct{}{}
-		}
+	if got.Int64 != 1 {
+		return false, nil // timed out (0), or an error (NULL): alive, as far as we know
 	}
-	return dead, nil
+	var released sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT RELEASE_LOCK(?)`, name).Scan(&released); err != nil {
+		// Never hand a connection that may hold the name back to the
+		// pool: its end frees the name.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	return true, nil
 }
 
 func (s mysqlStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {

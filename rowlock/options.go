@@ -104,8 +104,8 @@ func WithSessionDB(db *sql.DB) Option { return func(c *config) { c.sessionDB = d
 // to G from then, by the database clock, and a live holder whose session
 // heartbeat (every G/3) has not been answered for 0.9·G declares its locks
 // lost. So a holder that crashes, or whose connection the server or the
-// network cuts, blocks others for about G plus a waiter's check (every
-// G/4), whatever the TTL, instead of the whole lease. Dead fair waiters are
+// network cuts, blocks others for about G, whatever the TTL, instead of
+// the whole lease. Dead fair waiters are
 // passed over the same way. Shorter is faster recovery, and more
 // heartbeats, and more locks declared lost when the session connection
 // hiccups; 0 turns markers off, and the lease alone decides. Default

@@ -4,9 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
-	"strings"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock/internal/pgxrow"
 )
@@ -178,18 +179,6 @@ SET expires_at = LEAST(expires_at, GREATEST(min_hold_until, clock_timestamp() + 
 WHERE name = $1 AND token = $2 AND session_key = $3 AND session_token = token
   AND expires_at > clock_timestamp()`
 
-	// pgDeadMarkers returns those of the keys (a comma-separated list: no
-	// array type that every driver can send) that no session of this
-	// database holds as an advisory lock. pg_locks shows every session's
-	// locks to every user. A bigint advisory key k shows as classid =
-	// k >> 32, objid = k & 0xffffffff, objsubid = 1.
-	pgDeadMarkers = `
-SELECT k FROM unnest(string_to_array($1, ',')::bigint[]) AS k
-WHERE NOT EXISTS (
-    SELECT 1 FROM pg_locks p
-    WHERE p.locktype = 'advisory' AND p.granted AND p.objsubid = 1
-      AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND p.classid = (k >> 32)::oid AND p.objid = (k & 4294967295)::oid)`
 
 	// pgRenew never shortens the lease: reentrant holds share the row, and
 	// a short inner hold's renewal must not cut the lease of a longer
@@ -317,25 +306,35 @@ func (s postgresStore) shorten(ctx context.Context, name string, token, key int6
 	return execOne(ctx, s.db, pgShorten, name, token, key, micros(grace))
 }
 
-func (s postgresStore) deadMarkers(ctx context.Context, keys []int64) (map[int64]struct{}, error) {
-	list := make([]string, len(keys))
-	for i, k := range keys {
-		list[i] = strconv.FormatInt(k, 10)
-	}
-	rows, err := s.db.QueryContext(ctx, pgDeadMarkers, strings.Join(list, ","))
+// awaitMarkerGone asks for the marker in shared mode, in a transaction
+// that gives up after wait (lock_timeout): the holder's session holds it
+// exclusively, so the request is granted exactly when that session ends,
+// and the transaction's end gives it back at once.
+//
+// The transaction is not bound to ctx, only its statements are: a
+// transaction whose context ends is rolled back by a database/sql goroutine
+// that may still hold the connection when this returns, and Locker.Close
+// must have given every connection back to the pool when it returns.
+func (s postgresStore) awaitMarkerGone(ctx context.Context, key int64, wait time.Duration) (bool, error) {
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	dead := make(map[int64]struct{})
-	for rows.Next() {
-		var k int64
-		if err := rows.Scan(&k); err != nil {
-			_ = rows.Close()
-			return nil, err
-		}
-		dead[k] = struct{}{}
+	defer conn.Close()
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return false, err
 	}
-	return dead, errors.Join(rows.Err(), rows.Close())
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", wait.Milliseconds())); err != nil {
+		return false, err
+	}
+	_, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, key)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: the wait ran out
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (s postgresStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {

@@ -134,9 +134,9 @@ type store interface {
 	// other processes. armed is false when the lock is not held (free, or
 	// lapsed and kept for fair waiters): there will be no announcement.
 	wantWake(ctx context.Context, name string) (armed bool, h holderInfo, err error)
-	// deadMarkers returns which of keys are session markers no session
-	// holds any more.
-	deadMarkers(ctx context.Context, keys []int64) (map[int64]struct{}, error)
+	// awaitMarkerGone blocks, for at most wait, until no session holds
+	// the session marker key; gone is false when wait ran out first.
+	awaitMarkerGone(ctx context.Context, key int64, wait time.Duration) (gone bool, err error)
 	// shorten ends the lease of name's row, held with token under the
 	// session marker key, at most grace from now by the database clock
 	// (never before its MinHold): its holder's session has ended. It never
