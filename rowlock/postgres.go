@@ -179,7 +179,6 @@ SET expires_at = LEAST(expires_at, GREATEST(min_hold_until, clock_timestamp() + 
 WHERE name = $1 AND token = $2 AND session_key = $3 AND session_token = token
   AND expires_at > clock_timestamp()`
 
-
 	// pgRenew never shortens the lease: reentrant holds share the row, and
 	// a short inner hold's renewal must not cut the lease of a longer
 	// outer one. It never revives a lapsed one either.
