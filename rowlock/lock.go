@@ -214,7 +214,12 @@ func (k *Lock) renewLoop(next time.Time) {
 		case errors.Is(err, dblock.ErrLockLost):
 			return
 		case err != nil:
-			lastErr = err
+			// A renewal the deadline cut short says less than the failure
+			// before it (a read-only server, no server at all): that one
+			// stays the cause.
+			if lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
+				lastErr = err
+			}
 			k.l.cfg.logger.Warn("rowlock: renewal failed; retrying", "name", k.h.name, "error", err)
 			next = clock.Now().Add(retry)
 		default:

@@ -3,11 +3,16 @@ package rowlock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // TestReadOnlyServer: a Locker whose pool reaches a read-only server (a
@@ -78,4 +83,88 @@ func TestReadOnlyServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadOnlyCauseOutlivesCutRenewal: a holder whose renewals were refused
+// as read-only, and whose last renewal the deadline then cut short (here:
+// waiting for a row lock), loses the lock with ErrReadOnly as the cause,
+// not the deadline's "context deadline exceeded", which says nothing of
+// why it could not renew.
+func TestReadOnlyCauseOutlivesCutRenewal(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			sw := testdb.NewReadOnlySwitch(t, tg)
+			logged := &renewalFailures{}
+			l := newLocker(t, sw.DB, rowlock.WithLogger(slog.New(logged)))
+			name := testdb.Name(t)
+			k, err := l.TryAcquire(ctx, name, dblock.TTL(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = k.Release(context.Background()) }()
+			// Renewals that get past the read-only check wait for this
+			// transaction's row lock until the deadline cuts them short.
+			tx, err := tg.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			q := `SELECT 1 FROM dblock_locks WHERE name = $1 FOR UPDATE`
+			if tg.Dialect == dblock.MySQL {
+				q = `SELECT 1 FROM dblock_locks WHERE name = ? FOR UPDATE`
+			}
+			var one int
+			if err := tx.QueryRowContext(ctx, q, name).Scan(&one); err != nil {
+				t.Fatal(err)
+			}
+
+			sw.Set(true)
+			eventually(t, ctx, "a renewal refused as read-only", func() bool {
+				return logged.any(func(err error) bool { return errors.Is(err, dblock.ErrReadOnly) })
+			})
+			sw.Set(false)
+			waitDone(t, k, 10*time.Second)
+			if !logged.any(func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }) {
+				t.Fatal("no renewal was cut short by the deadline: the test did not test the case")
+			}
+			if err := k.Err(); !errors.Is(err, dblock.ErrLockLost) || !errors.Is(err, dblock.ErrReadOnly) {
+				t.Fatalf("Err = %v, want ErrLockLost caused by ErrReadOnly", err)
+			}
+		})
+	}
+}
+
+// renewalFailures is a slog.Handler that keeps the errors of the
+// "renewal failed" records.
+type renewalFailures struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (*renewalFailures) Enabled(context.Context, slog.Level) bool { return true }
+func (h *renewalFailures) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h *renewalFailures) WithGroup(string) slog.Handler          { return h }
+
+func (h *renewalFailures) Handle(_ context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, "renewal failed") {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "error" {
+			h.mu.Lock()
+			h.errs = append(h.errs, err)
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// any reports whether one of the errors so far satisfies match.
+func (h *renewalFailures) any(match func(error) bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.ContainsFunc(h.errs, match)
 }
