@@ -29,20 +29,37 @@ type kind struct {
 	newLocker func(t testing.TB, db *sql.DB) dblock.Locker
 	opts      []dblock.Option
 	// keepsLock: a holder keeps its lock across a switchover shorter than
-	// its lease, because the lock is a row that was replicated. A
-	// forupdate lock is a transaction, which ends with the old primary.
+	// its lease, because the lock is a row that was replicated, and it
+	// relies on no session marker. A forupdate lock is a transaction, and
+	// a marked rowlock lock relies on its session's marker (see rowlock's
+	// package doc, Crash detection): both end with the old primary.
 	keepsLock bool
 }
 
 var kinds = []kind{
-	{name: "rowlock", newLocker: newRowlock, keepsLock: true},
-	{name: "rowlock-fair", newLocker: newRowlock, opts: []dblock.Option{dblock.Fair()}, keepsLock: true},
+	{name: "rowlock", newLocker: newUnmarkedRowlock, keepsLock: true},
+	{name: "rowlock-fair", newLocker: newUnmarkedRowlock, opts: []dblock.Option{dblock.Fair()}, keepsLock: true},
+	{name: "rowlock-marked", newLocker: newMarkedRowlock},
 	{name: "forupdate", newLocker: newForupdate},
 }
 
-func newRowlock(t testing.TB, db *sql.DB) dblock.Locker {
+// newMarkedRowlock is a rowlock Locker as New makes it: with session
+// markers.
+func newMarkedRowlock(t testing.TB, db *sql.DB) dblock.Locker {
 	t.Helper()
-	l, err := rowlock.New(db)
+	return newRowlock(t, db)
+}
+
+// newUnmarkedRowlock is a rowlock Locker without session markers: the
+// lease alone decides.
+func newUnmarkedRowlock(t testing.TB, db *sql.DB) dblock.Locker {
+	t.Helper()
+	return newRowlock(t, db, rowlock.WithCrashGrace(0))
+}
+
+func newRowlock(t testing.TB, db *sql.DB, opts ...rowlock.Option) dblock.Locker {
+	t.Helper()
+	l, err := rowlock.New(db, opts...)
 	if err != nil {
 		t.Fatalf("rowlock.New: %v", err)
 	}
