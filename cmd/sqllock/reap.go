@@ -24,10 +24,11 @@ is sweeping, reap says so and exits 0. Applications can run the same sweep on a
 schedule with package reaper instead.`,
 	interspersed: true,
 	flags: func(fs *flag.FlagSet) func(*invocation) error {
-		grace := fs.Duration("grace", reaper.DefaultGrace, "keep rows lapsed for less than `duration`")
+		var grace time.Duration
+		durationVar(fs, &grace, "grace", reaper.DefaultGrace, "keep rows lapsed for less than `duration`")
 		batch := fs.Int("batch", reaper.DefaultBatchSize, fmt.Sprintf("delete at most `N` rows per transaction (1 to %d)", rowlock.MaxSweepBatch))
 		verbose := fs.Bool("v", false, "log each step to stderr")
-		return func(inv *invocation) error { return runReap(inv, *grace, *batch, *verbose) }
+		return func(inv *invocation) error { return runReap(inv, grace, *batch, *verbose) }
 	},
 }
 
