@@ -5,11 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/logging"
 )
 
 // Locker takes locks that are row locks held by open transactions. It is
@@ -50,7 +50,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	cfg := config{
 		table:       DefaultTable,
-		logger:      slog.New(slog.DiscardHandler),
+		logger:      logging.Default(),
 		connTimeout: DefaultConnTimeout,
 	}
 	for _, opt := range opts {

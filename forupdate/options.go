@@ -42,8 +42,15 @@ func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect =
 // quoted. Default DefaultTable.
 func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
-// WithLogger sets where the liveness pings log a lost lock. Default: nowhere.
+// WithLogger sets where the Locker logs: locks lost, sessions that could
+// not be restored; and, through Logger, the leader elections and cron
+// guards built on the Locker. Default: slog.Default() at Warn and above,
+// which is all the Locker itself logs.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// Logger is the Locker's logger (WithLogger), which the packages built on
+// a Locker log to.
+func (l *Locker) Logger() *slog.Logger { return l.cfg.logger }
 
 // WithConnTimeout bounds the wait for a pool connection; a Locker holds one
 // connection per held (or awaited) lock, so an exhausted pool would

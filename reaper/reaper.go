@@ -21,6 +21,9 @@ type Reaper struct {
 	locker   *rowlock.Locker
 	cfg      config
 	schedule cron.Schedule
+	// logger is the Locker's: a summary of each sweep at Info (Debug when
+	// it deleted nothing), failed sweeps at Error.
+	logger *slog.Logger
 
 	mu   sync.Mutex
 	cron *cron.Cron    // non-nil between Start and Stop
@@ -53,7 +56,6 @@ func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 		schedule:  DefaultSchedule,
 		batchSize: DefaultBatchSize,
 		grace:     DefaultGrace,
-		logger:    slog.New(slog.DiscardHandler),
 		lockName:  DefaultLockName,
 	}
 	for _, opt := range opts {
@@ -69,7 +71,7 @@ func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "WithSchedule", Reason: fmt.Sprintf("%q: %v", cfg.schedule, err)})
 	}
-	return &Reaper{locker: locker, cfg: cfg, schedule: schedule}, nil
+	return &Reaper{locker: locker, cfg: cfg, schedule: schedule, logger: locker.Logger()}, nil
 }
 
 // RunOnce sweeps now: it deletes lock rows whose lease lapsed more than the
@@ -103,7 +105,7 @@ func (r *Reaper) Start() {
 		return
 	}
 	stop := make(chan struct{})
-	logger := cronLogger{r.cfg.logger}
+	logger := cronLogger{r.logger}
 	c := cron.New(
 		cron.WithLogger(logger),
 		cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)),
@@ -111,7 +113,7 @@ func (r *Reaper) Start() {
 	c.Schedule(r.schedule, cron.FuncJob(func() { r.scheduled(stop) }))
 	c.Start()
 	r.cron, r.stop = c, stop
-	r.cfg.logger.Debug("reaper: started", "schedule", r.cfg.schedule)
+	r.logger.Debug("reaper: started", "schedule", r.cfg.schedule)
 }
 
 // Stop ends the schedule. The sweep in flight, if any, stops after its
@@ -129,7 +131,7 @@ func (r *Reaper) Stop() context.Context {
 		return ctx
 	}
 	close(stop)
-	r.cfg.logger.Debug("reaper: stopping")
+	r.logger.Debug("reaper: stopping")
 	return c.Stop()
 }
 
@@ -147,15 +149,15 @@ func (r *Reaper) sweep(ctx context.Context, stop <-chan struct{}) (Result, error
 	args := []any{"locks", res.Locks, "waiters", res.Waiters, "duration", time.Since(started)}
 	switch {
 	case err != nil:
-		r.cfg.logger.Error("reaper: sweep failed", append(args, "error", err)...)
+		r.logger.Error("reaper: sweep failed", append(args, "error", err)...)
 	case res.Skipped:
-		r.cfg.logger.Debug("reaper: skipped; another reaper is sweeping", "lock", r.cfg.lockName)
+		r.logger.Debug("reaper: skipped; another reaper is sweeping", "lock", r.cfg.lockName)
 	case stopped:
-		r.cfg.logger.Info("reaper: sweep stopped early", args...)
+		r.logger.Info("reaper: sweep stopped early", args...)
 	case res.Locks > 0 || res.Waiters > 0:
-		r.cfg.logger.Info("reaper: swept", args...)
+		r.logger.Info("reaper: swept", args...)
 	default:
-		r.cfg.logger.Debug("reaper: swept", args...)
+		r.logger.Debug("reaper: swept", args...)
 	}
 	return res, err
 }
@@ -181,7 +183,7 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		if relErr := guard.Release(relCtx); relErr != nil && !errors.Is(relErr, dblock.ErrLockLost) {
-			r.cfg.logger.Warn("reaper: release the reaper lock", "lock", r.cfg.lockName, "error", relErr)
+			r.logger.Warn("reaper: release the reaper lock", "lock", r.cfg.lockName, "error", relErr)
 		}
 	}()
 	if r.sweeping != nil {

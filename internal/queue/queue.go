@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/logging"
 )
 
 // Table is the waiter table.
@@ -30,7 +31,8 @@ type Option func(*Queue)
 // queue. Default DefaultWaiterTTL, at least MinWaiterTTL.
 func WithWaiterTTL(d time.Duration) Option { return func(q *Queue) { q.ttl = d } }
 
-// WithLogger sets where heartbeat failures are logged. Default: nowhere.
+// WithLogger sets where heartbeat failures are logged. Default:
+// logging.Default(); rowlock passes its Locker's logger.
 func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
 
 // Queue enqueues waiters and heartbeats them. Safe for concurrent use.
@@ -83,7 +85,7 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 	default:
 		return nil, fmt.Errorf("queue: %w: %q", dblock.ErrUnknownDialect, d)
 	}
-	q := &Queue{store: s, ttl: DefaultWaiterTTL, log: slog.New(slog.DiscardHandler), tickets: map[*Ticket]struct{}{}}
+	q := &Queue{store: s, ttl: DefaultWaiterTTL, log: logging.Default(), tickets: map[*Ticket]struct{}{}}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
