@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sqllock/sqllock/dblock"
 )
 
@@ -29,6 +31,7 @@ type config struct {
 	dialect     dblock.Dialect
 	table       string
 	logger      *slog.Logger
+	meters      metric.MeterProvider
 	connTimeout time.Duration
 }
 
@@ -52,6 +55,16 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // a Locker log to.
 func (l *Locker) Logger() *slog.Logger { return l.cfg.logger }
 
+// WithMeterProvider sets where the Locker's OpenTelemetry metrics go
+// (acquisitions, wait and hold times, lost locks, waiters; see package
+// internal/metrics for their names), and those of what is built on it.
+// Default: the global MeterProvider (otel.GetMeterProvider), which records
+// nothing until the application sets one.
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
+
+// MeterProvider is the Locker's meter provider (WithMeterProvider).
+func (l *Locker) MeterProvider() metric.MeterProvider { return l.cfg.meters }
+
 // WithConnTimeout bounds the wait for a pool connection; a Locker holds one
 // connection per held (or awaited) lock, so an exhausted pool would
 // otherwise block Acquire until a lock is released, or forever when the
@@ -70,6 +83,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithTable", Reason: fmt.Sprintf("%q is not a plain SQL identifier", shorten(c.table))})
 	case c.logger == nil:
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
+	case c.meters == nil:
+		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: "nil MeterProvider"})
 	case c.connTimeout <= 0:
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithConnTimeout", Reason: "must be positive, got " + c.connTimeout.String()})
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -24,6 +25,9 @@ type Reaper struct {
 	// logger is the Locker's: a summary of each sweep at Info (Debug when
 	// it deleted nothing), failed sweeps at Error.
 	logger *slog.Logger
+	// metrics go to the Locker's meter provider (metrics.Of): sweeps by
+	// outcome, rows deleted.
+	metrics *metrics.Instruments
 
 	mu   sync.Mutex
 	cron *cron.Cron    // non-nil between Start and Stop
@@ -71,7 +75,11 @@ func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "WithSchedule", Reason: fmt.Sprintf("%q: %v", cfg.schedule, err)})
 	}
-	return &Reaper{locker: locker, cfg: cfg, schedule: schedule, logger: locker.Logger()}, nil
+	meters, err := metrics.New(metrics.Of(locker), "rowlock")
+	if err != nil {
+		return nil, fmt.Errorf("reaper: metrics: %w", err)
+	}
+	return &Reaper{locker: locker, cfg: cfg, schedule: schedule, logger: locker.Logger(), metrics: meters}, nil
 }
 
 // RunOnce sweeps now: it deletes lock rows whose lease lapsed more than the
@@ -147,6 +155,14 @@ func (r *Reaper) sweep(ctx context.Context, stop <-chan struct{}) (Result, error
 	started := time.Now()
 	res, stopped, err := r.run(ctx, stop)
 	args := []any{"locks", res.Locks, "waiters", res.Waiters, "duration", time.Since(started)}
+	outcome := "swept"
+	switch {
+	case err != nil:
+		outcome = "failed"
+	case res.Skipped:
+		outcome = "skipped"
+	}
+	r.metrics.Sweep(context.WithoutCancel(ctx), outcome, res.Locks, res.Waiters)
 	switch {
 	case err != nil:
 		r.logger.Error("reaper: sweep failed", append(args, "error", err)...)
