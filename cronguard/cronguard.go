@@ -11,6 +11,12 @@
 // (package reaper, or `sqllock reap` from cron) deletes them, so run it.
 //
 // gocronlock does the same for gocron, with the same options.
+//
+// A guard logs where its Locker does (rowlock.WithLogger,
+// forupdate.WithLogger): skipped runs at Debug, lost locks at Warn, lock
+// errors at Error. A dblock.Locker of another kind can say where by having
+// a Logger() *slog.Logger method; without one, the guard logs to
+// slog.Default() at Warn and above.
 package cronguard
 
 import (
@@ -23,6 +29,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/logging"
 	"github.com/sqllock/sqllock/internal/tickguard"
 )
 
@@ -68,9 +75,8 @@ func Tick(ctx context.Context) (tick time.Time, ok bool) {
 type Option func(*config)
 
 type config struct {
-	tick   tickguard.Config
-	logger *slog.Logger
-	ctx    context.Context
+	tick tickguard.Config
+	ctx  context.Context
 }
 
 // WithTick sets the resolution of the per-tick lock names; default
@@ -102,10 +108,6 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.tick.TTL = d }
 // the lock within d runs the job, one after the other.
 func WithWait(d time.Duration) Option { return func(c *config) { c.tick.Wait = d } }
 
-// WithLogger sets where the guard reports skipped runs (Debug), lost locks
-// (Warn) and lock errors (Error); default nowhere.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
 // WithContext sets the context that acquisitions and jobs derive from: its
 // values reach the jobs, and its end cancels them (for example on shutdown,
 // with cron.Stop). Default context.Background().
@@ -129,17 +131,14 @@ func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = 
 // accepted, which serializes the replicas' runs but does not deduplicate
 // them; use rowlock to run each tick once.
 func New(l dblock.Locker, name string, opts ...Option) (cron.JobWrapper, error) {
-	cfg := config{tick: tickguard.DefaultConfig(), logger: slog.New(slog.DiscardHandler), ctx: context.Background()}
+	cfg := config{tick: tickguard.DefaultConfig(), ctx: context.Background()}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("cronguard: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
 		}
 		opt(&cfg)
 	}
-	switch {
-	case cfg.logger == nil:
-		return nil, fmt.Errorf("cronguard: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
-	case cfg.ctx == nil:
+	if cfg.ctx == nil {
 		return nil, fmt.Errorf("cronguard: %w", &dblock.OptionError{Option: "WithContext", Reason: "nil context"})
 	}
 	tg, err := tickguard.New(l, cfg.tick)
@@ -149,7 +148,7 @@ func New(l dblock.Locker, name string, opts ...Option) (cron.JobWrapper, error) 
 	if err := tickguard.ValidateBase(name); err != nil {
 		return nil, err
 	}
-	g := &guard{tg: tg, name: name, logger: cfg.logger, ctx: cfg.ctx}
+	g := &guard{tg: tg, name: name, logger: logging.Of(l), ctx: cfg.ctx}
 	return func(j cron.Job) cron.Job { return guardedJob{g: g, job: j} }, nil
 }
 

@@ -464,7 +464,6 @@ func TestGuardBadConfig(t *testing.T) {
 		"negative wait":  {l, "x", []cronguard.Option{cronguard.WithWait(-1)}, dblock.ErrInvalidOption},
 		"negative hold":  {l, "x", []cronguard.Option{cronguard.WithMinHold(-1)}, dblock.ErrInvalidOption},
 		"tiny TTL":       {l, "x", []cronguard.Option{cronguard.WithTTL(time.Millisecond)}, dblock.ErrInvalidOption},
-		"nil logger":     {l, "x", []cronguard.Option{cronguard.WithLogger(nil)}, dblock.ErrInvalidOption},
 		"nil context":    {l, "x", []cronguard.Option{cronguard.WithContext(nilCtx)}, dblock.ErrInvalidOption},
 		"nil option":     {l, "x", []cronguard.Option{nil}, dblock.ErrInvalidOption},
 		"long name ok 0": {l, strings.Repeat("n", dblock.MaxNameLength), []cronguard.Option{cronguard.WithTick(0)}, nil},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // hold is a lock held in the database: a transaction holding the row lock,
@@ -24,6 +25,8 @@ type hold struct {
 	conn     *sql.Conn
 	tx       *sql.Tx
 	txCancel context.CancelFunc
+
+	acquired time.Time // for the hold-time metric
 
 	mu           sync.Mutex
 	handles      map[*Lock]struct{}
@@ -49,6 +52,7 @@ func newHold(l *Locker, key holdKey, c lockCall, token int64, txCancel context.C
 		l: l, key: key, token: token, ttl: c.ttl, conn: c.conn, tx: c.tx, txCancel: txCancel,
 		handles:   make(map[*Lock]struct{}),
 		lastAlive: clock.Now(),
+		acquired:  time.Now(),
 	}
 	h.mu.Lock()
 	h.timer = time.AfterFunc(h.pingInterval(), h.tick)
@@ -185,7 +189,16 @@ func (h *hold) lose(cause error) {
 	}
 	h.mu.Unlock()
 	h.l.cfg.logger.Warn("forupdate: lock lost", "name", h.key.name, "token", h.token, "error", cause)
+	h.l.metrics.Lost(context.Background(), lostCause(cause))
 	for _, k := range handles {
 		k.lose(h.lost)
 	}
+}
+
+// lostCause sorts why a hold was lost for the lost-locks metric.
+func lostCause(cause error) metrics.Cause {
+	if errors.Is(cause, errTxEnded) || errors.Is(cause, errTxAborted) {
+		return metrics.CauseTransactionEnded
+	}
+	return metrics.CauseUnreachable
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // Lock is one hold of a lock taken by a Locker: the row lock of an open
@@ -224,7 +226,12 @@ func (h *hold) finish(ctx context.Context, commit bool) error {
 		err = fmt.Errorf("%w: %q: %s: %w", ErrRolledBack, h.key.name, why, errors.Join(ctx.Err(), rbErr))
 	default:
 		clean, err = h.commit(ctx)
+		if errors.Is(err, dblock.ErrLockLost) {
+			// Found at the commit: the transaction had ended already.
+			h.l.metrics.Lost(context.WithoutCancel(ctx), metrics.CauseTransactionEnded)
+		}
 	}
+	h.l.metrics.Held(context.WithoutCancel(ctx), time.Since(h.acquired), errors.Is(err, dblock.ErrLockLost))
 	h.txCancel()
 	h.l.endSession(ctx, h.conn, clean, true)
 	return err

@@ -5,20 +5,23 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/logging"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // Locker takes locks that are row locks held by open transactions. It is
 // safe for concurrent use; create one per *sql.DB and share it: reentrancy
 // works within one Locker.
 type Locker struct {
-	db  *sql.DB
-	cfg config
-	d   dialect
+	db      *sql.DB
+	cfg     config
+	d       dialect
+	metrics *metrics.Instruments
 
 	mu sync.Mutex
 	// holds are the locks held through this Locker, by name and owner.
@@ -50,7 +53,8 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	cfg := config{
 		table:       DefaultTable,
-		logger:      slog.New(slog.DiscardHandler),
+		logger:      logging.Default(),
+		meters:      metrics.Default(),
 		connTimeout: DefaultConnTimeout,
 	}
 	for _, opt := range opts {
@@ -67,7 +71,11 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	l := &Locker{db: db, cfg: cfg, holds: make(map[holdKey]*hold), pending: make(map[holdKey]chan struct{})}
+	meters, err := metrics.New(cfg.meters, "forupdate")
+	if err != nil {
+		return nil, fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: err.Error()})
+	}
+	l := &Locker{db: db, cfg: cfg, metrics: meters, holds: make(map[holdKey]*hold), pending: make(map[holdKey]chan struct{})}
 	switch cfg.dialect {
 	case dblock.Postgres:
 		l.d = newPostgres(db, cfg.table, cfg.table+CounterSuffix)
@@ -117,7 +125,32 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 	return l.acquire(ctx, name, opts, false)
 }
 
+// acquire is Acquire (wait) or TryAcquire, measured.
 func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (dblock.Lock, error) {
+	mctx := ctx
+	if mctx == nil {
+		mctx = context.Background() // refused by prepare; still counted
+	}
+	mode := metrics.ModeTry
+	if wait {
+		mode = metrics.ModeWait
+		l.metrics.Waiting(mctx, false, 1)
+		defer l.metrics.Waiting(mctx, false, -1)
+	}
+	started := time.Now()
+	k, err := l.acquireUnmeasured(ctx, name, opts, wait)
+	result := metrics.ResultAcquired
+	switch {
+	case errors.Is(err, dblock.ErrNotAcquired):
+		result = metrics.ResultNotAcquired
+	case err != nil:
+		result = metrics.ResultError
+	}
+	l.metrics.Acquisition(mctx, mode, result, time.Since(started))
+	return k, err
+}
+
+func (l *Locker) acquireUnmeasured(ctx context.Context, name string, opts []dblock.Option, wait bool) (dblock.Lock, error) {
 	o, owner, err := prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err

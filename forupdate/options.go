@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sqllock/sqllock/dblock"
 )
 
@@ -29,6 +31,7 @@ type config struct {
 	dialect     dblock.Dialect
 	table       string
 	logger      *slog.Logger
+	meters      metric.MeterProvider
 	connTimeout time.Duration
 }
 
@@ -42,8 +45,25 @@ func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect =
 // quoted. Default DefaultTable.
 func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
-// WithLogger sets where the liveness pings log a lost lock. Default: nowhere.
+// WithLogger sets where the Locker logs: locks lost, sessions that could
+// not be restored; and, through Logger, the leader elections and cron
+// guards built on the Locker. Default: slog.Default() at Warn and above,
+// which is all the Locker itself logs.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// Logger is the Locker's logger (WithLogger), which the packages built on
+// a Locker log to.
+func (l *Locker) Logger() *slog.Logger { return l.cfg.logger }
+
+// WithMeterProvider sets where the Locker's OpenTelemetry metrics go
+// (acquisitions, wait and hold times, lost locks, waiters; see package
+// internal/metrics for their names), and those of what is built on it.
+// Default: the global MeterProvider (otel.GetMeterProvider), which records
+// nothing until the application sets one.
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
+
+// MeterProvider is the Locker's meter provider (WithMeterProvider).
+func (l *Locker) MeterProvider() metric.MeterProvider { return l.cfg.meters }
 
 // WithConnTimeout bounds the wait for a pool connection; a Locker holds one
 // connection per held (or awaited) lock, so an exhausted pool would
@@ -63,6 +83,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithTable", Reason: fmt.Sprintf("%q is not a plain SQL identifier", shorten(c.table))})
 	case c.logger == nil:
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
+	case c.meters == nil:
+		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: "nil MeterProvider"})
 	case c.connTimeout <= 0:
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithConnTimeout", Reason: "must be positive, got " + c.connTimeout.String()})
 	}

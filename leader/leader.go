@@ -4,6 +4,12 @@
 // A leader cut off from the database steps down (its function's context is
 // canceled) before its lease could lapse, so two replicas never both believe
 // they lead, as judged by the database clock.
+//
+// A Leader logs where its Locker does (rowlock.WithLogger,
+// forupdate.WithLogger): elections at Info, lost leadership at Warn, errors
+// at Error. A dblock.Locker of another kind can say where by having a
+// Logger() *slog.Logger method; without one, the Leader logs to
+// slog.Default() at Warn and above.
 package leader
 
 import (
@@ -16,6 +22,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/logging"
 )
 
 // DefaultBackoff is how long a Leader pauses before campaigning again after
@@ -45,10 +52,6 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 // After losing the lock a Leader campaigns again at once.
 func WithBackoff(d time.Duration) Option { return func(c *config) { c.backoff = d } }
 
-// WithLogger sets where the Leader reports elections (Info), lost
-// leadership (Warn) and errors (Error); default nowhere.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
 // Leader elects one leader among replicas by holding the lock name, and runs
 // a function while it leads. Create it with New and call Run; it is safe to
 // ask IsLeader from any goroutine.
@@ -70,7 +73,7 @@ type leaderTerm struct{ lock dblock.Lock }
 // dblock.ErrInvalidName; a Locker that would refuse the leadership lock's
 // options at every campaign (forupdate refuses none of them) is refused here.
 func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts ...Option) (*Leader, error) {
-	cfg := config{ttl: dblock.DefaultTTL, backoff: DefaultBackoff, logger: slog.New(slog.DiscardHandler)}
+	cfg := config{ttl: dblock.DefaultTTL, backoff: DefaultBackoff, logger: logging.Of(l)}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("leader: New: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
@@ -83,8 +86,6 @@ func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts 
 		bad = &dblock.OptionError{Option: "Locker", Reason: "nil"}
 	case cfg.backoff <= 0:
 		bad = &dblock.OptionError{Option: "WithBackoff", Reason: "must be positive"}
-	case cfg.logger == nil:
-		bad = &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"}
 	}
 	if bad != nil {
 		return nil, fmt.Errorf("leader: New: %w", bad)

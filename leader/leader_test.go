@@ -366,7 +366,6 @@ func TestLeaderErrors(t *testing.T) {
 			return leader.New(l, "x", nil, leader.WithTTL(time.Millisecond))
 		},
 		"no backoff": func() (*leader.Leader, error) { return leader.New(l, "x", nil, leader.WithBackoff(0)) },
-		"nil logger": func() (*leader.Leader, error) { return leader.New(l, "x", nil, leader.WithLogger(nil)) },
 		"nil option": func() (*leader.Leader, error) { return leader.New(l, "x", nil, nil) },
 	}
 	for what, f := range bad {

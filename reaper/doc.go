@@ -4,13 +4,18 @@
 // robfig/cron job in the application, or once with RunOnce (`sqllock reap`
 // does that from a shell or a crontab).
 //
-//	r, err := reaper.New(locker, reaper.WithLogger(logger))
-//	if err != nil { ... }
+//	r, err := reaper.New(locker)
+//	if err != nil {
+//		return err
+//	}
 //	r.Start()
 //	defer func() { <-r.Stop().Done() }()
 //
 // The reaper writes no SQL of its own: it works through the Locker it is
 // given, whose Sweep deletes lock rows and DeleteDeadWaiters dead waiters.
+// It logs to the Locker's logger (rowlock.WithLogger): each sweep that
+// deleted something at Info, one that deleted nothing at Debug, failures at
+// Error.
 //
 // Start it on every replica: a sweep first takes the reaper lock
 // (DefaultLockName) without waiting, so one replica sweeps at a time and the

@@ -2,7 +2,6 @@ package reaper
 
 import (
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -34,7 +33,6 @@ type config struct {
 	schedule  string
 	batchSize int
 	grace     time.Duration
-	logger    *slog.Logger
 	lockName  string
 }
 
@@ -54,11 +52,6 @@ func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 // deletes everything that has lapsed.
 func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
 
-// WithLogger sets where the reaper logs: a summary of each sweep at Info,
-// failures of scheduled sweeps at Error, the rest at Debug. Default:
-// nowhere.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
 // WithLockName sets the name of the lock that keeps two replicas from
 // sweeping at once. Reapers on one database must share it. Default
 // DefaultLockName.
@@ -71,8 +64,6 @@ func (c *config) validate() error {
 		err = &dblock.OptionError{Option: "WithBatchSize", Reason: fmt.Sprintf("must be 1 to %d, got %d", rowlock.MaxSweepBatch, c.batchSize)}
 	case c.grace < 0:
 		err = &dblock.OptionError{Option: "WithGrace", Reason: "must not be negative, got " + c.grace.String()}
-	case c.logger == nil:
-		err = &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"}
 	default:
 		if nameErr := lockkit.ValidateName(c.lockName); nameErr != nil {
 			return fmt.Errorf("reaper: WithLockName: %w", nameErr)

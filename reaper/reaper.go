@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -21,6 +22,12 @@ type Reaper struct {
 	locker   *rowlock.Locker
 	cfg      config
 	schedule cron.Schedule
+	// logger is the Locker's: a summary of each sweep at Info (Debug when
+	// it deleted nothing), failed sweeps at Error.
+	logger *slog.Logger
+	// metrics go to the Locker's meter provider (metrics.Of): sweeps by
+	// outcome, rows deleted.
+	metrics *metrics.Instruments
 
 	mu   sync.Mutex
 	cron *cron.Cron    // non-nil between Start and Stop
@@ -53,7 +60,6 @@ func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 		schedule:  DefaultSchedule,
 		batchSize: DefaultBatchSize,
 		grace:     DefaultGrace,
-		logger:    slog.New(slog.DiscardHandler),
 		lockName:  DefaultLockName,
 	}
 	for _, opt := range opts {
@@ -69,7 +75,11 @@ func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "WithSchedule", Reason: fmt.Sprintf("%q: %v", cfg.schedule, err)})
 	}
-	return &Reaper{locker: locker, cfg: cfg, schedule: schedule}, nil
+	meters, err := metrics.New(metrics.Of(locker), "rowlock")
+	if err != nil {
+		return nil, fmt.Errorf("reaper: metrics: %w", err)
+	}
+	return &Reaper{locker: locker, cfg: cfg, schedule: schedule, logger: locker.Logger(), metrics: meters}, nil
 }
 
 // RunOnce sweeps now: it deletes lock rows whose lease lapsed more than the
@@ -103,7 +113,7 @@ func (r *Reaper) Start() {
 		return
 	}
 	stop := make(chan struct{})
-	logger := cronLogger{r.cfg.logger}
+	logger := cronLogger{r.logger}
 	c := cron.New(
 		cron.WithLogger(logger),
 		cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)),
@@ -111,7 +121,7 @@ func (r *Reaper) Start() {
 	c.Schedule(r.schedule, cron.FuncJob(func() { r.scheduled(stop) }))
 	c.Start()
 	r.cron, r.stop = c, stop
-	r.cfg.logger.Debug("reaper: started", "schedule", r.cfg.schedule)
+	r.logger.Debug("reaper: started", "schedule", r.cfg.schedule)
 }
 
 // Stop ends the schedule. The sweep in flight, if any, stops after its
@@ -129,7 +139,7 @@ func (r *Reaper) Stop() context.Context {
 		return ctx
 	}
 	close(stop)
-	r.cfg.logger.Debug("reaper: stopping")
+	r.logger.Debug("reaper: stopping")
 	return c.Stop()
 }
 
@@ -145,17 +155,25 @@ func (r *Reaper) sweep(ctx context.Context, stop <-chan struct{}) (Result, error
 	started := time.Now()
 	res, stopped, err := r.run(ctx, stop)
 	args := []any{"locks", res.Locks, "waiters", res.Waiters, "duration", time.Since(started)}
+	outcome := "swept"
 	switch {
 	case err != nil:
-		r.cfg.logger.Error("reaper: sweep failed", append(args, "error", err)...)
+		outcome = "failed"
 	case res.Skipped:
-		r.cfg.logger.Debug("reaper: skipped; another reaper is sweeping", "lock", r.cfg.lockName)
+		outcome = "skipped"
+	}
+	r.metrics.Sweep(context.WithoutCancel(ctx), outcome, res.Locks, res.Waiters)
+	switch {
+	case err != nil:
+		r.logger.Error("reaper: sweep failed", append(args, "error", err)...)
+	case res.Skipped:
+		r.logger.Debug("reaper: skipped; another reaper is sweeping", "lock", r.cfg.lockName)
 	case stopped:
-		r.cfg.logger.Info("reaper: sweep stopped early", args...)
+		r.logger.Info("reaper: sweep stopped early", args...)
 	case res.Locks > 0 || res.Waiters > 0:
-		r.cfg.logger.Info("reaper: swept", args...)
+		r.logger.Info("reaper: swept", args...)
 	default:
-		r.cfg.logger.Debug("reaper: swept", args...)
+		r.logger.Debug("reaper: swept", args...)
 	}
 	return res, err
 }
@@ -181,7 +199,7 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		if relErr := guard.Release(relCtx); relErr != nil && !errors.Is(relErr, dblock.ErrLockLost) {
-			r.cfg.logger.Warn("reaper: release the reaper lock", "lock", r.cfg.lockName, "error", relErr)
+			r.logger.Warn("reaper: release the reaper lock", "lock", r.cfg.lockName, "error", relErr)
 		}
 	}()
 	if r.sweeping != nil {

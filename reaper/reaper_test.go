@@ -33,7 +33,6 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"batch 0", reaper.WithBatchSize(0), dblock.ErrInvalidOption},
 		{"batch too big", reaper.WithBatchSize(rowlock.MaxSweepBatch + 1), dblock.ErrInvalidOption},
 		{"negative grace", reaper.WithGrace(-time.Second), dblock.ErrInvalidOption},
-		{"nil logger", reaper.WithLogger(nil), dblock.ErrInvalidOption},
 		{"bad schedule", reaper.WithSchedule("every minute"), dblock.ErrInvalidOption},
 		{"empty schedule", reaper.WithSchedule(""), dblock.ErrInvalidOption},
 		{"empty lock name", reaper.WithLockName(""), dblock.ErrInvalidName},
@@ -339,10 +338,14 @@ func TestStartStop(t *testing.T) {
 			tg := isolated(t, shared, false)
 			prefix := testdb.Name(t) + "/"
 			seedLapsed(t, tg, prefix, 300, time.Hour)
+			// The reaper logs to its Locker's logger.
 			var logs syncBuffer
-			r := newReaper(t, newLocker(t, tg.DB),
-				reaper.WithSchedule("@every 1s"),
-				reaper.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			locker, err := rowlock.New(tg.DB, rowlock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = locker.Close() })
+			r := newReaper(t, locker, reaper.WithSchedule("@every 1s"))
 			if ctx := r.Stop(); ctx.Err() == nil {
 				t.Error("Stop before Start: context not done")
 			}

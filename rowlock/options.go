@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/logging"
 )
 
 // Defaults of the Locker options.
@@ -59,9 +60,16 @@ type config struct {
 // (pgx, lib/pq: Postgres; go-sql-driver/mysql: MySQL).
 func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect = d } }
 
-// WithLogger sets where background work (renewals, the listener) logs.
-// Default: nowhere.
+// WithLogger sets where the Locker logs: renewals that fail, locks lost,
+// the listener falling back to polling, the fair queue's heartbeats; and,
+// through Logger, the leader elections, cron guards and reaper built on the
+// Locker. Default: slog.Default() at Warn and above, which is all the
+// Locker itself logs.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// Logger is the Locker's logger (WithLogger), which the packages built on
+// a Locker log to.
+func (l *Locker) Logger() *slog.Logger { return l.cfg.logger }
 
 // WithPollInterval sets the range of pauses between a waiter's tries.
 // Default DefaultMinPollInterval to DefaultMaxPollInterval when releases are
@@ -142,7 +150,7 @@ const minCrashGrace = 100 * time.Millisecond
 // checks the result.
 func newConfig(db *sql.DB, opts []Option) (config, error) {
 	cfg := config{
-		logger:       slog.New(slog.DiscardHandler),
+		logger:       logging.Default(),
 		minPoll:      DefaultMinPollInterval,
 		maxPoll:      0, // by dialect: see setPollCaps
 		listenerIdle: DefaultListenerIdle,

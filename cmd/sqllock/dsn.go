@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,8 +153,53 @@ func (inv *invocation) connect(ctx context.Context) (*sql.DB, dblock.Dialect, er
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
 		_ = db.Close()
-		return nil, "", fmt.Errorf("cannot connect to %s at %s: %w\n(check --dsn or SQLLOCK_DSN, and that the server is running)",
-			d.dialect, d.addr, err)
+		return nil, "", &connectError{dialect: d.dialect, addr: d.addr, err: err}
 	}
 	return db, d.dialect, nil
+}
+
+// connectError is a database that did not let sqllock in.
+type connectError struct {
+	dialect dblock.Dialect
+	addr    string
+	err     error
+}
+
+func (e *connectError) Error() string {
+	return fmt.Sprintf("cannot connect to %s at %s: %s\n(check --dsn or SQLLOCK_DSN, and that the server is running)",
+		e.dialect, e.addr, connectFailure(e.err))
+}
+
+func (e *connectError) Unwrap() error { return e.err }
+
+// connectFailure describes why a connection failed, each reason once. pgx
+// tries every address of the host and, with sslmode=prefer (the default),
+// each of them with TLS and then without, and its error lists every
+// attempt: the same line twice for a server that is down or refuses the
+// user.
+func connectFailure(err error) string {
+	connErr, ok := errors.AsType[*pgconn.ConnectError](err)
+	if !ok {
+		return err.Error()
+	}
+	attempts := []error{errors.Unwrap(connErr)}
+	// The attempts are joined, possibly under a wrapper ("hostname
+	// resolving error: ...").
+	for e := attempts[0]; e != nil; e = errors.Unwrap(e) {
+		if joined, ok := e.(interface{ Unwrap() []error }); ok {
+			attempts = joined.Unwrap()
+			break
+		}
+	}
+	var lines []string
+	for _, a := range attempts {
+		if a != nil && !slices.Contains(lines, a.Error()) {
+			lines = append(lines, a.Error())
+		}
+	}
+	who := fmt.Sprintf("user %s, database %s: ", connErr.Config.User, connErr.Config.Database)
+	if len(lines) == 1 {
+		return who + lines[0]
+	}
+	return who + "\n\t" + strings.Join(lines, "\n\t")
 }

@@ -45,7 +45,7 @@ func TestCLI(t *testing.T) {
 
 			t.Run("migrate", func(t *testing.T) {
 				cli.t = t
-				cli.expect(exitError, "", "run 'sqllock migrate up' first", "status")
+				cli.expect(exitConfig, "", "run 'sqllock migrate up' first", "status")
 				cli.expect(exitOK, "0\n", "the schema is behind", "migrate", "version")
 				// --dsn instead of SQLLOCK_DSN.
 				out := cli.expect(exitOK, "", "", "--dsn", dsn, "migrate", "up")
@@ -69,7 +69,7 @@ func TestCLI(t *testing.T) {
 				}
 				setVersion(5)
 				for _, args := range [][]string{{"migrate", "up"}, {"migrate", "version"}} {
-					cli.expect(exitError, "", "drop sqllock's tables and "+migrations.MigrationsTable, args...)
+					cli.expect(exitConfig, "", "drop sqllock's tables and "+migrations.MigrationsTable, args...)
 					if out, _ := cli.command(args...).CombinedOutput(); strings.Contains(string(out), "migrate up' first") {
 						t.Errorf("sqllock %s at version 5 says to run migrate up first: %s", strings.Join(args, " "), out)
 					}
@@ -116,9 +116,9 @@ func TestCLI(t *testing.T) {
 				}
 				owner := held.(*rowlock.Lock).Owner()
 				// The message names the holder.
-				cli.expect(exitTempFail, "", "sqllock: lock "+name+" is held by another process (by "+owner.Host+" for ", "run", "--name", name, "--", "true")
+				cli.expect(exitTempFail, "", "sqllock: lock "+name+" is held by another process (by "+owner.Host+" for ", "run", "-v", "--name", name, "--", "true")
 				start := time.Now()
-				cli.expect(exitTempFail, "", "waited 300ms", "run", "--name", name, "--wait", "300ms", "--", "true")
+				cli.expect(exitTempFail, "", "waited 300ms", "run", "--name", name, "--wait", "300ms", "-v", "--", "true")
 				if d := time.Since(start); d < 300*time.Millisecond {
 					t.Errorf("--wait 300ms gave up after %v", d)
 				}
@@ -361,6 +361,21 @@ func TestCLI(t *testing.T) {
 				}
 			})
 
+			t.Run("lock held elsewhere: quiet unless -v", func(t *testing.T) {
+				cli.t = t
+				testQuietSkip(t, cli, tg)
+			})
+
+			t.Run("database trouble", func(t *testing.T) {
+				cli.t = t
+				testDatabaseTrouble(t, cli, shared, dsn)
+			})
+
+			t.Run("version", func(t *testing.T) {
+				cli.t = t
+				testVersion(t, cli)
+			})
+
 			t.Run("reap", func(t *testing.T) {
 				cli.t = t
 				name := testdb.Name(t)
@@ -530,24 +545,30 @@ func (c *sqllockCLI) command(args ...string) *exec.Cmd {
 // contains stdout and its stderr contains stderr. It returns stdout.
 func (c *sqllockCLI) expect(code int, stdout, stderr string, args ...string) string {
 	c.t.Helper()
+	got, out, errOut := c.run(args...)
+	if got != code || !strings.Contains(out, stdout) || !strings.Contains(errOut, stderr) {
+		c.t.Errorf("sqllock %s: exit %d, want %d\nstdout: %s\nstderr: %s\nwant stdout containing %q and stderr containing %q",
+			strings.Join(args, " "), got, code, out, errOut, stdout, stderr)
+	}
+	return out
+}
+
+// run runs sqllock with args and returns its exit code and output.
+func (c *sqllockCLI) run(args ...string) (code int, stdout, stderr string) {
+	c.t.Helper()
 	cmd := c.command(args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
-	got := 0
 	if exitErr, ok := errors.AsType[*exec.ExitError](err); ok {
-		got = exitErr.ExitCode()
+		code = exitErr.ExitCode()
 	} else if err != nil {
 		c.t.Fatalf("sqllock %s: %v", strings.Join(args, " "), err)
-	}
-	if got != code || !strings.Contains(out.String(), stdout) || !strings.Contains(errOut.String(), stderr) {
-		c.t.Errorf("sqllock %s: exit %d, want %d\nstdout: %s\nstderr: %s\nwant stdout containing %q and stderr containing %q",
-			strings.Join(args, " "), got, code, out.String(), errOut.String(), stdout, stderr)
 	}
 	if strings.Contains(errOut.String(), "goroutine ") {
 		c.t.Errorf("stack trace on stderr:\n%s", errOut.String())
 	}
-	return out.String()
+	return code, out.String(), errOut.String()
 }
 
 type process struct {

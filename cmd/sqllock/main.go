@@ -5,15 +5,25 @@
 //	sqllock status [--json]             held locks and waiting processes
 //	sqllock reap                        delete lapsed locks and dead waiters
 //	sqllock run --name NAME -- CMD ...  run CMD while holding lock NAME
+//	sqllock --version                   the version sqllock was built from
 //
 // The database comes from --dsn or SQLLOCK_DSN, as a URL:
 // postgres://user:password@host:5432/db?sslmode=disable or
 // mysql://user:password@host:3306/db?tls=true.
 //
-// Exit codes: 0 success; 64 usage error; 75 (run) the lock is held by
-// another process; 1 any other error. run exits with its command's code
-// (128+N when the command was killed by signal N; 126 when it cannot be
-// executed; 127 when it is not found).
+// Exit codes (sysexits.h where one fits):
+//
+//	0    success
+//	1    any other error
+//	64   usage error
+//	69   the database cannot be reached or did not answer, or is read-only
+//	75   run: the lock is held by another process (silent unless -v)
+//	78   the database refused the DSN's user, password or database, or its
+//	     lock tables are missing or outdated
+//
+// Once its command started, run exits with the command's code (128+N when
+// the command was killed by signal N; 126 when it cannot be executed; 127
+// when it is not found).
 package main
 
 import (
@@ -26,16 +36,6 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/migrations"
-)
-
-// Exit codes (sysexits.h where one fits).
-const (
-	exitOK       = 0
-	exitError    = 1
-	exitUsage    = 64  // EX_USAGE
-	exitTempFail = 75  // EX_TEMPFAIL: the lock is held by another process
-	exitNoExec   = 126 // the command cannot be executed, as in sh
-	exitNotFound = 127 // the command is not found, as in sh
 )
 
 func main() {
@@ -97,16 +97,22 @@ func report(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqllock: %v\n", err)
 		return exitUsage
 	case errors.As(err, new(*migrations.VersionError)):
-		// Also ErrSchemaMissing, but migrate up is what failed: the error
-		// says what to do instead.
+		// Also ErrSchemaMissing, but migrate up is not the cure: the error
+		// says what is.
 		fmt.Fprintf(stderr, "sqllock: %v\n", err)
-		return exitError
+		return exitConfig
 	case errors.Is(err, dblock.ErrSchemaMissing):
-		fmt.Fprintf(stderr, "sqllock: %v\n", err)
-		fmt.Fprintln(stderr, "The lock tables do not exist in this database: run 'sqllock migrate up' first.")
-		return exitError
+		// The sentinel's text speaks to Go programmers (migrations.Up):
+		// say it once, for the shell.
+		msg := strings.Replace(err.Error(), dblock.ErrSchemaMissing.Error(),
+			"the lock tables are missing or outdated in this database (run 'sqllock migrate up' first)", 1)
+		fmt.Fprintf(stderr, "sqllock: %s\n", msg)
+		return exitConfig
 	}
 	fmt.Fprintf(stderr, "sqllock: %v\n", err)
+	if code := databaseExit(err); code != 0 {
+		return code
+	}
 	return exitError
 }
 
@@ -164,10 +170,14 @@ Commands:
 	}
 	fmt.Fprint(w, `  help      show help for a command
 
+Flags:
+  --dsn DSN   the database (default $SQLLOCK_DSN)
+  --version   print the version sqllock was built from, and exit
+
 `+dsnHelp+`
 
-Exit codes: 0 success, 1 error, 64 usage error, 75 lock held by another
-process (run); run otherwise exits with its command's code.
+`+exitCodesHelp+`
+
 Run 'sqllock help <command>' for a command's flags.
 `)
 }
@@ -184,12 +194,17 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	global := flag.NewFlagSet("sqllock", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	dsn := global.String("dsn", "", "database URL (default $SQLLOCK_DSN)")
+	showVersion := global.Bool("version", false, "print the version and exit")
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			topUsage(stdout)
 			return err
 		}
 		return usagef("", "%v", err)
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version())
+		return nil
 	}
 	args = global.Args()
 	if len(args) == 0 {

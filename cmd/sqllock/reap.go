@@ -24,10 +24,11 @@ is sweeping, reap says so and exits 0. Applications can run the same sweep on a
 schedule with package reaper instead.`,
 	interspersed: true,
 	flags: func(fs *flag.FlagSet) func(*invocation) error {
-		grace := fs.Duration("grace", reaper.DefaultGrace, "keep rows lapsed for less than `duration`")
+		var grace time.Duration
+		durationVar(fs, &grace, "grace", reaper.DefaultGrace, "keep rows lapsed for less than `duration`")
 		batch := fs.Int("batch", reaper.DefaultBatchSize, fmt.Sprintf("delete at most `N` rows per transaction (1 to %d)", rowlock.MaxSweepBatch))
 		verbose := fs.Bool("v", false, "log each step to stderr")
-		return func(inv *invocation) error { return runReap(inv, *grace, *batch, *verbose) }
+		return func(inv *invocation) error { return runReap(inv, grace, *batch, *verbose) }
 	},
 }
 
@@ -42,16 +43,18 @@ func runReap(inv *invocation, grace time.Duration, batch int, verbose bool) erro
 		return err
 	}
 	defer db.Close()
-	locker, err := rowlock.New(db)
+	// The reaper logs a failed sweep that RunOnce returns too, and
+	// reported once is enough: its log is for -v.
+	logger := slog.New(slog.DiscardHandler)
+	if verbose {
+		logger = slog.New(slog.NewTextHandler(inv.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	locker, err := rowlock.New(db, rowlock.WithLogger(logger))
 	if err != nil {
 		return err
 	}
 	defer locker.Close()
-	opts := []reaper.Option{reaper.WithGrace(grace), reaper.WithBatchSize(batch)}
-	if verbose {
-		opts = append(opts, reaper.WithLogger(slog.New(slog.NewTextHandler(inv.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	}
-	r, err := reaper.New(locker, opts...)
+	r, err := reaper.New(locker, reaper.WithGrace(grace), reaper.WithBatchSize(batch))
 	if err != nil {
 		return err
 	}

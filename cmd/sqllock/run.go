@@ -23,11 +23,13 @@ import (
 var runCommand = &command{
 	name:    "run",
 	summary: "run a command while holding a lock (for crontabs)",
-	usage:   "--name NAME [--ttl D] [--wait D] [--min-hold D] [--note TEXT] [--kill-after D] -- command [arguments...]",
+	usage:   "--name NAME [--ttl D] [--wait D] [--min-hold D] [--note TEXT] [--kill-after D] [-v] -- command [arguments...]",
 	help: `
 run takes the lock NAME, runs the command, and releases the lock when the
 command exits. Run the same line from the crontab of every machine: one of them
-runs the command, the others exit 75 at once (or after --wait).
+runs the command, the others exit 75 at once (or after --wait), printing
+nothing, so that cron mails nobody about the replicas that lost the race
+(-v says who holds the lock).
 
 The lock has a lease of --ttl, renewed every ttl/3 while the command runs, so
 the lock of a machine that dies is free again within --ttl. If the lock is lost
@@ -46,21 +48,29 @@ commands that read from the terminal without sqllock.)
 The command sees SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token, which grows
 with every new holder) in its environment.
 
+Durations take a unit: 500ms, 30s, 5m, 1h30m.
+
 Exit codes:
-  the command's  when it ran (128+N if signal N killed it; 1 if it exited 0
-                 but the lock was lost while it ran)
-  75             the lock is held by another process (EX_TEMPFAIL)
+  the command's  once it started (128+N if signal N killed it; 1 if it
+                 exited 0 but the lock was lost while it ran)
+  75             the lock is held by another process (EX_TEMPFAIL): nothing
+                 printed unless -v
+  69             the database cannot be reached or is read-only: the command
+                 did not run (EX_UNAVAILABLE)
+  78             the database refused the DSN, or has no lock tables: the
+                 command did not run (EX_CONFIG)
   64             usage error
   126, 127       the command cannot be executed, or is not found
-  1              any other error (the database cannot be reached, ...)`,
+  1              any other error`,
 	flags: func(fs *flag.FlagSet) func(*invocation) error {
 		var o runOptions
 		fs.StringVar(&o.name, "name", "", "the lock's `name` (required)")
-		fs.DurationVar(&o.ttl, "ttl", dblock.DefaultTTL, "the lock's lease, renewed every ttl/3 while the command runs")
-		fs.DurationVar(&o.wait, "wait", 0, "wait up to `duration` for the lock if it is held (default: do not wait)")
-		fs.DurationVar(&o.minHold, "min-hold", 0, "keep the lock taken at least `duration` after it was acquired, even if the command ends sooner")
+		durationVar(fs, &o.ttl, "ttl", dblock.DefaultTTL, "the lock's lease, a `duration` renewed every ttl/3 while the command runs")
+		durationVar(fs, &o.wait, "wait", 0, "wait up to `duration` for the lock if it is held (default: do not wait)")
+		durationVar(fs, &o.minHold, "min-hold", 0, "keep the lock taken at least `duration` after it was acquired, even if the command ends sooner")
 		fs.StringVar(&o.note, "note", "", "a note stored with the lock, shown by status (default: the command's name)")
-		fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "send SIGKILL to the command's process group if it still runs `duration` after SIGTERM (0: never)")
+		durationVar(fs, &o.killAfter, "kill-after", 10*time.Second, "send SIGKILL to the command's process group if it still runs `duration` after SIGTERM (0: never)")
+		fs.BoolVar(&o.verbose, "v", false, "verbose: say who holds the lock when it is held elsewhere (exit 75), and when it is taken, with its token")
 		return func(inv *invocation) error { return runLocked(inv, o) }
 	},
 }
@@ -72,6 +82,7 @@ type runOptions struct {
 	minHold   time.Duration
 	note      string
 	killAfter time.Duration
+	verbose   bool
 }
 
 // releaseTimeout bounds the release after the command exits.
@@ -91,7 +102,11 @@ func runLocked(inv *invocation, o runOptions) error {
 	defer db.Close()
 	// Renewal failures and the loss of the lock are worth a line in the
 	// crontab's mail.
-	logger := slog.New(slog.NewTextHandler(inv.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(inv.stderr, &slog.HandlerOptions{Level: level}))
 	locker, err := rowlock.New(db, rowlock.WithLogger(logger))
 	if err != nil {
 		return err
@@ -104,6 +119,11 @@ func runLocked(inv *invocation, o runOptions) error {
 
 	lock, err := acquire(ctx, locker, o, lockOpts, signals)
 	if errors.Is(err, dblock.ErrNotAcquired) {
+		// The normal case on every replica but one: cron would mail any
+		// output, every tick, from each of them.
+		if !o.verbose {
+			return &exitCode{code: exitTempFail}
+		}
 		msg := fmt.Sprintf("lock %s is held by another process", o.name)
 		if holder := describeHolder(ctx, locker, o.name); holder != "" {
 			msg += " (" + holder + ")"
@@ -115,6 +135,9 @@ func runLocked(inv *invocation, o runOptions) error {
 	}
 	if err != nil {
 		return err
+	}
+	if o.verbose {
+		fmt.Fprintf(inv.stderr, "sqllock: took lock %s (token %d)\n", o.name, lock.Token())
 	}
 	release := func() {
 		relCtx, cancel := context.WithTimeout(ctx, releaseTimeout)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,12 @@ func TestUsage(t *testing.T) {
 		{args: []string{"--dsn", "redis://localhost", "status"}, code: exitUsage, stderr: "use postgres:// or mysql://"},
 		{args: []string{"status", "--dsn", "localhost:5432"}, code: exitUsage, stderr: "must be a URL"},
 		{args: []string{"--dsn", "postgres://u:secret@127.0.0.1:99999/x", "status"}, code: exitUsage, stderr: "invalid port"},
-		{args: []string{"--dsn", "mysql://u:secret@127.0.0.1:1/x", "status"}, code: exitError, stderr: "cannot connect to mysql at 127.0.0.1:1"},
+		{args: []string{"--dsn", "mysql://u:secret@127.0.0.1:1/x", "status"}, code: exitUnavailable, stderr: "cannot connect to mysql at 127.0.0.1:1"},
+		{args: []string{"--dsn", "postgres://u:secret@127.0.0.1:1/x", "status"}, code: exitUnavailable, stderr: "cannot connect to postgres at 127.0.0.1:1"},
+		{args: []string{"--version"}, code: exitOK, stdout: "sqllock "},
+		{args: []string{"--help"}, code: exitOK, stdout: "75        run: the lock is held by another process"},
+		{args: []string{"help"}, code: exitOK, stdout: "69        the database cannot be reached"},
+		{args: []string{"help", "run"}, code: exitOK, stdout: "78             the database refused the DSN"},
 		{args: []string{"--dsn", "mysql://u:secret@127.0.0.1/", "status"}, code: exitUsage, stderr: "no database name"},
 		{args: []string{"migrate"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "one of up, down, version"},
 		{args: []string{"migrate", "sideways"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: `unknown migrate action "sideways"`},
@@ -43,9 +49,14 @@ func TestUsage(t *testing.T) {
 		{args: []string{"run", "--name", "x"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "no command to run"},
 		{args: []string{"run", "--name", "x", "--ttl", "1ms", "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "TTL: must be at least"},
 		{args: []string{"run", "--name", "x", "--wait", "-1s", "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "--wait"},
-		{args: []string{"run", "--name", "x", "--ttl", "soon", "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "invalid value"},
+		{args: []string{"run", "--name", "x", "--ttl", "soon", "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: `invalid value "soon" for flag -ttl: not a duration: use a number with a unit, for example 30s`},
+		{args: []string{"run", "--name", "x", "--ttl", "5", "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "a duration needs a unit: for example 5s"},
+		{args: []string{"run", "--name", "x", "--wait", "1.5", "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "a duration needs a unit: for example 1.5s"},
+		{args: []string{"run", "--name", "x", "--min-hold", "30", "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "-min-hold: a duration needs a unit"},
+		{args: []string{"run", "--name", "x", "--kill-after", "10", "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "-kill-after: a duration needs a unit"},
+		{args: []string{"reap", "--grace", "60"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "-grace: a duration needs a unit: for example 60s"},
 		{args: []string{"run", "--name", strings.Repeat("n", 300), "--", "true"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "longer than 255 bytes"},
-		{args: []string{"reap", "--batch", "0"}, dsnEnv: "mysql://u:secret@127.0.0.1:1/x", code: exitError, stderr: "cannot connect"},
+		{args: []string{"reap", "--batch", "0"}, dsnEnv: "mysql://u:secret@127.0.0.1:1/x", code: exitUnavailable, stderr: "cannot connect"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			env = func(key string) string {
@@ -76,6 +87,39 @@ func TestUsage(t *testing.T) {
 		})
 	}
 	env = func(string) string { return "" }
+}
+
+// TestDescribeBuild checks what --version makes of the build information
+// Go records: a released module version, and a build from a checkout.
+func TestDescribeBuild(t *testing.T) {
+	for _, c := range []struct {
+		info debug.BuildInfo
+		want string
+	}{
+		{
+			info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"},
+				Settings: []debug.BuildSetting{{Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "amd64"}}},
+			want: "sqllock v1.2.3 go1.26.8 linux/amd64",
+		},
+		{
+			info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261122210900-58eda9b1c2d3+dirty"},
+				Settings: []debug.BuildSetting{
+					{Key: "vcs.revision", Value: "58eda9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7"}, {Key: "vcs.time", Value: "2026-11-22T21:09:00Z"},
+					{Key: "vcs.modified", Value: "true"}, {Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "arm64"},
+				}},
+			want: "sqllock v0.0.0-20261122210900-58eda9b1c2d3+dirty (commit 58eda9b1c2d3, 2026-11-22T21:09:00Z, modified) go1.26.8 linux/arm64",
+		},
+		{
+			info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"},
+				Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}},
+			want: "sqllock (devel) (commit abc) go1.26.8",
+		},
+		{info: debug.BuildInfo{GoVersion: "go1.26.8"}, want: "sqllock (devel) go1.26.8"},
+	} {
+		if got := describeBuild(&c.info); got != c.want {
+			t.Errorf("describeBuild(%+v) = %q, want %q", c.info, got, c.want)
+		}
+	}
 }
 
 func TestMySQLConfig(t *testing.T) {

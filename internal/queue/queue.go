@@ -9,8 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/logging"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // Table is the waiter table.
@@ -30,14 +34,22 @@ type Option func(*Queue)
 // queue. Default DefaultWaiterTTL, at least MinWaiterTTL.
 func WithWaiterTTL(d time.Duration) Option { return func(q *Queue) { q.ttl = d } }
 
-// WithLogger sets where heartbeat failures are logged. Default: nowhere.
+// WithLogger sets where heartbeat failures are logged. Default:
+// logging.Default(); rowlock passes its Locker's logger.
 func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
+
+// WithMeterProvider sets where the queue's metrics go: the fair waiters of
+// this Queue (sqllock.lock.waiters with sqllock.lock.fair=true). Default:
+// metrics.Default(); rowlock should pass its Locker's.
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(q *Queue) { q.meters = mp } }
 
 // Queue enqueues waiters and heartbeats them. Safe for concurrent use.
 type Queue struct {
-	store store
-	ttl   time.Duration
-	log   *slog.Logger
+	store   store
+	ttl     time.Duration
+	log     *slog.Logger
+	meters  metric.MeterProvider
+	metrics *metrics.Instruments
 
 	mu      sync.Mutex
 	tickets map[*Ticket]struct{}
@@ -84,7 +96,7 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 	default:
 		return nil, fmt.Errorf("queue: %w: %q", dblock.ErrUnknownDialect, d)
 	}
-	q := &Queue{store: s, ttl: DefaultWaiterTTL, log: slog.New(slog.DiscardHandler), tickets: map[*Ticket]struct{}{}}
+	q := &Queue{store: s, ttl: DefaultWaiterTTL, log: logging.Default(), meters: metrics.Default(), tickets: map[*Ticket]struct{}{}}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
@@ -96,6 +108,12 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithWaiterTTL", Reason: "must be at least " + MinWaiterTTL.String()})
 	case q.log == nil:
 		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
+	case q.meters == nil:
+		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: "nil MeterProvider"})
+	}
+	var err error
+	if q.metrics, err = metrics.New(q.meters, "rowlock"); err != nil {
+		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: err.Error()})
 	}
 	return q, nil
 }
@@ -124,6 +142,7 @@ func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner, ke
 		return nil, lockkit.WrapDBError("queue: enqueue", err)
 	}
 	t.id.Store(id)
+	q.metrics.Waiting(ctx, true, 1)
 	q.mu.Lock()
 	q.tickets[t] = struct{}{}
 	if q.stop == nil {
@@ -171,6 +190,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	if !queued {
 		return nil
 	}
+	q.metrics.Waiting(ctx, true, -1)
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

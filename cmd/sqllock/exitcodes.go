@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// Exit codes (sysexits.h where one fits). A crontab wrapper tells "another
+// replica has the lock" (75) from "the database could not be asked" (69,
+// 78) from a mistake in the line (64) and from the command's own status.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 64  // EX_USAGE: a mistake in the command line
+	exitUnavailable = 69  // EX_UNAVAILABLE: the database cannot be reached, or is read-only
+	exitTempFail    = 75  // EX_TEMPFAIL: the lock is held by another process
+	exitConfig      = 78  // EX_CONFIG: the database refuses the DSN, or has no (current) lock tables
+	exitNoExec      = 126 // the command cannot be executed, as in sh
+	exitNotFound    = 127 // the command is not found, as in sh
+)
+
+// exitCodesHelp is the table `sqllock --help` shows.
+const exitCodesHelp = `Exit codes:
+  0         success
+  1         any other error (the message says what)
+  64        usage error (EX_USAGE)
+  69        the database cannot be reached or did not answer, or it is
+            read-only (a standby, after a failover) (EX_UNAVAILABLE)
+  75        run: the lock is held by another process (EX_TEMPFAIL); silent
+            unless -v, since under cron every replica but one gets it
+  78        the database refused the DSN's user, password or database, or
+            its lock tables are missing or outdated (EX_CONFIG)
+  run exits with its command's code once the command started (128+N if
+  signal N killed it; 126, 127: it cannot be executed, or is not found).
+  69, 75 and 78 come from sqllock only before the command starts.`
+
+// databaseExit sorts a database error into exitConfig (the DSN, the
+// credentials or the schema must be fixed: retrying will not help),
+// exitUnavailable (the server cannot be reached, or is read-only: it may
+// work again later) or 0 (neither: an unexpected error).
+func databaseExit(err error) int {
+	switch {
+	case errors.Is(err, dblock.ErrSchemaMissing), refusedLogin(err), badCertificate(err):
+		return exitConfig
+	case errors.Is(err, dblock.ErrReadOnly), unreachable(err):
+		return exitUnavailable
+	}
+	return 0
+}
+
+// refusedLogin reports a server that refused the user, the password, the
+// database or a privilege the DSN needs.
+func refusedLogin(err error) bool {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "28"), // invalid authorization: role, password, pg_hba
+			pgErr.Code == "3D000", // database does not exist
+			pgErr.Code == "3F000", // schema does not exist
+			pgErr.Code == "42501": // insufficient privilege
+			return true
+		}
+		return false
+	}
+	if myErr, ok := errors.AsType[*mysql.MySQLError](err); ok {
+		switch myErr.Number {
+		case 1044, // access denied to the database
+			1045, // access denied: user or password
+			1049, // unknown database
+			1142, // command denied on a table
+			1698: // access denied (auth_socket and the like)
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, mysql.ErrNoTLS) || errors.Is(err, mysql.ErrCleartextPassword) ||
+		errors.Is(err, mysql.ErrNativePassword) || errors.Is(err, mysql.ErrOldPassword) ||
+		errors.Is(err, mysql.ErrUnknownPlugin)
+}
+
+// badCertificate reports a TLS connection refused because of the server's
+// certificate, which is a matter of the DSN's TLS settings.
+func badCertificate(err error) bool {
+	_, verify := errors.AsType[*tls.CertificateVerificationError](err)
+	_, authority := errors.AsType[x509.UnknownAuthorityError](err)
+	_, host := errors.AsType[x509.HostnameError](err)
+	_, invalid := errors.AsType[x509.CertificateInvalidError](err)
+	return verify || authority || host || invalid
+}
+
+// unreachable reports an error of the connection rather than of a
+// statement: refused, timed out, reset, not resolved, closed under us.
+func unreachable(err error) bool {
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true // refusals by the server were sorted out before
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+}

@@ -1,0 +1,92 @@
+package cronguard_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/sqllock/sqllock/cronguard"
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/forupdate"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/rowlock"
+)
+
+// TestGuardLogsToTheLockersLogger: a guard has no logger of its own; it
+// logs where the Locker it is given logs (rowlock.WithLogger,
+// forupdate.WithLogger).
+func TestGuardLogsToTheLockersLogger(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		for _, kind := range []struct {
+			name string
+			new  func(logger *slog.Logger) (dblock.Locker, func() error, error)
+		}{
+			{"rowlock", func(logger *slog.Logger) (dblock.Locker, func() error, error) {
+				l, err := rowlock.New(tg.DB, rowlock.WithLogger(logger))
+				if err != nil {
+					return nil, nil, err
+				}
+				return l, l.Close, nil
+			}},
+			{"forupdate", func(logger *slog.Logger) (dblock.Locker, func() error, error) {
+				l, err := forupdate.New(tg.DB, forupdate.WithLogger(logger))
+				if err != nil {
+					return nil, nil, err
+				}
+				return l, l.Close, nil
+			}},
+		} {
+			t.Run(tg.Name+"/"+kind.name, func(t *testing.T) {
+				var logs lockedBuffer
+				logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+				l, closeLocker, err := kind.new(logger)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = closeLocker() })
+				holderLocker, closeHolder, err := kind.new(slog.New(slog.DiscardHandler))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = closeHolder() })
+
+				name := testdb.Name(t)
+				holder, err := holderLocker.TryAcquire(t.Context(), name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = holder.Release(t.Context()) }()
+				ran := false
+				mustGuard(t, l, name, cronguard.WithTick(0), cronguard.WithMinHold(0))(cron.FuncJob(func() { ran = true })).Run()
+				if ran {
+					t.Fatal("the job ran while the lock was held elsewhere")
+				}
+				want := `msg="cronguard: run skipped: lock held elsewhere" name=` + name
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("the Locker's logger got %q, want a line with %q", logs.String(), want)
+				}
+			})
+		}
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *lockedBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *lockedBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
