@@ -30,7 +30,7 @@ func TestWaitersMetric(t *testing.T) {
 			name := testdb.Name(t)
 			var tickets []*queue.Ticket
 			for want := int64(1); want <= 3; want++ {
-				tk, err := q.Enqueue(t.Context(), name, lockkit.NewOwner())
+				tk, err := q.Enqueue(t.Context(), name, lockkit.NewOwner(), 0)
 				if err != nil {
 					t.Fatal(err)
 				}
