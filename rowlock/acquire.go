@@ -9,6 +9,7 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // TryAcquire takes name if it is free, its lease has lapsed, or the owner in
@@ -21,18 +22,33 @@ import (
 // Errors: dblock.ErrInvalidName, dblock.ErrInvalidOption, dblock.ErrClosed,
 // dblock.ErrSchemaMissing, dblock.ErrInvalidDB, or a driver error.
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	started := clock.Now()
 	a, err := l.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
 	out, sent, err := l.try(ctx, a)
+	if err == nil && !out.acquired {
+		err = dblock.ErrNotAcquired
+	}
+	l.record(ctx, metrics.ModeTry, err, started)
 	if err != nil {
 		return nil, err
 	}
-	if !out.acquired {
-		return nil, dblock.ErrNotAcquired
-	}
 	return l.newLock(ctx, a, out.token, sent), nil
+}
+
+// record counts an acquisition that got past its arguments' checks, by
+// outcome, with the time it took.
+func (l *Locker) record(ctx context.Context, mode metrics.Mode, err error, started time.Time) {
+	result := metrics.ResultAcquired
+	switch {
+	case errors.Is(err, dblock.ErrNotAcquired):
+		result = metrics.ResultNotAcquired
+	case err != nil:
+		result = metrics.ResultError
+	}
+	l.metrics.Acquisition(context.WithoutCancel(ctx), mode, result, clock.Now().Sub(started))
 }
 
 // Acquire waits until name is held or ctx ends; see the package doc for
@@ -45,13 +61,15 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 // take the lock only when no fair waiter is queued, but keep no place.
 // Re-entering a lock the owner holds bypasses the queue.
 func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	started := clock.Now()
 	a, err := l.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
 	wt := l.startWaiting(a)
-	defer wt.end(ctx)
 	k, err := wt.run(ctx)
+	wt.end(ctx)
+	l.record(ctx, metrics.ModeWait, err, started)
 	if err != nil {
 		return nil, err
 	}

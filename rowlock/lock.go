@@ -11,6 +11,7 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 var _ dblock.Lock = (*Lock)(nil)
@@ -23,8 +24,9 @@ type Lock struct {
 	ttl   time.Duration
 	owner dblock.Owner
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	acquired time.Time // by the local clock, for the hold-time metric
 
 	mu       sync.Mutex
 	deadline time.Time // by the local monotonic clock: lost unless renewed before
@@ -66,6 +68,7 @@ func (l *Locker) newLock(acquireCtx context.Context, a attempt, token int64, sen
 		ctx:       ctx,
 		cancel:    cancel,
 		deadline:  sent.Add(a.ttl - safetyMargin(a.ttl)),
+		acquired:  sent,
 		renewCtx:  renewCtx,
 		stopRenew: stopRenew,
 		renewDone: make(chan struct{}),
@@ -120,7 +123,7 @@ func (k *Lock) Err() error {
 		return k.Err()
 	}
 	if d, marked := k.l.sess.deadline(k); marked && !now.Before(d) {
-		k.lose(errors.New("session marker deadline passed before a heartbeat succeeded"))
+		k.lose(fmt.Errorf("%w: its deadline passed before a heartbeat succeeded", errSessionEnded))
 		return k.Err()
 	}
 	return nil
@@ -159,7 +162,7 @@ func (k *Lock) renewOnce(ctx context.Context) error {
 		return lockkit.WrapDBError("rowlock: renew "+fmt.Sprintf("%q", k.h.name), err)
 	}
 	if !ok {
-		k.lose(errors.New("its row was taken over or deleted"))
+		k.lose(errTakenOver)
 		return k.Err()
 	}
 	k.mu.Lock()
@@ -220,6 +223,7 @@ func (k *Lock) renewLoop(next time.Time) {
 			if lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
 				lastErr = err
 			}
+			k.l.metrics.RenewalFailed(context.Background())
 			k.l.cfg.logger.Warn("rowlock: renewal failed; retrying", "name", k.h.name, "error", err)
 			next = clock.Now().Add(retry)
 		default:
@@ -228,6 +232,25 @@ func (k *Lock) renewLoop(next time.Time) {
 		}
 	}
 }
+
+// lostCause is the metric's cause of a loss.
+func lostCause(cause error) metrics.Cause {
+	switch {
+	case errors.Is(cause, dblock.ErrReadOnly):
+		return metrics.CauseReadOnly
+	case errors.Is(cause, errTakenOver):
+		return metrics.CauseTakenOver
+	case errors.Is(cause, errSessionEnded):
+		return metrics.CauseSessionEnded
+	}
+	return metrics.CauseUnreachable
+}
+
+// Causes of a loss that the metric tells apart.
+var (
+	errTakenOver    = errors.New("its row was taken over or deleted")
+	errSessionEnded = errors.New("its session marker is gone or unproven")
+)
 
 // lose marks the lock lost with cause, unless it was released already.
 func (k *Lock) lose(cause error) {
@@ -239,6 +262,8 @@ func (k *Lock) lose(cause error) {
 	k.err = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, k.h.name, cause)
 	err := k.err
 	k.mu.Unlock()
+	k.l.metrics.Lost(context.Background(), lostCause(cause))
+	k.l.metrics.Held(context.Background(), clock.Now().Sub(k.acquired), true)
 	// A lost lock is renewed no more: its lease must be left to lapse (a
 	// renewal would keep the row from everyone until the process ends).
 	k.stopRenew()
@@ -292,6 +317,9 @@ func (k *Lock) Release(ctx context.Context) error {
 	// After the release statement: until it has run, the marker must stay
 	// (a contender that saw it gone could cut the lease short).
 	k.l.sess.unregister(k)
+	if lost == nil {
+		k.l.metrics.Held(context.WithoutCancel(ctx), clock.Now().Sub(k.acquired), false)
+	}
 	k.mu.Lock()
 	if k.err == nil {
 		k.err = dblock.ErrReleased

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
@@ -20,6 +21,7 @@ type Locker struct {
 	waiters waitlist
 	sess    *session
 	watch   *watcher
+	metrics *metrics.Instruments
 	queue   *queue.Queue
 	closed  atomic.Bool
 }
@@ -36,11 +38,16 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := queue.New(db, cfg.dialect, queue.WithWaiterTTL(cfg.waiterTTL), queue.WithLogger(cfg.logger))
+	meters, err := metrics.New(cfg.meters, "rowlock")
+	if err != nil {
+		return nil, fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: err.Error()})
+	}
+	q, err := queue.New(db, cfg.dialect, queue.WithWaiterTTL(cfg.waiterTTL), queue.WithLogger(cfg.logger),
+		queue.WithMeterProvider(cfg.meters))
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
-	l := &Locker{db: db, cfg: cfg, queue: q, store: newStore(db, cfg.dialect)}
+	l := &Locker{db: db, cfg: cfg, queue: q, store: newStore(db, cfg.dialect), metrics: meters}
 	sessionDB := cfg.sessionDB
 	if sessionDB == nil {
 		sessionDB = db
@@ -56,7 +63,9 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		probe:   probeTimeout,
 		waiters: &l.waiters,
 		logger:  cfg.logger,
+		metrics: meters,
 	}
+	l.sess.setWakeup(false)
 	l.waiters.sess = l.sess
 	l.watch = &watcher{db: db, store: l.store, queue: q, grace: cfg.crashGrace, waiters: &l.waiters, logger: cfg.logger}
 	return l, nil
@@ -84,6 +93,7 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.sess.close()
+	l.sess.clearWakeup()
 	l.watch.close()
 	l.queue.Close()
 	l.store.close()

@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/logging"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // Defaults of the Locker options.
@@ -54,6 +57,7 @@ type config struct {
 	idleRecheck       time.Duration
 	sessionDB         *sql.DB
 	crashGrace        time.Duration
+	meters            metric.MeterProvider
 }
 
 // WithDialect sets the SQL dialect. Default: detected from the driver
@@ -70,6 +74,18 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // Logger is the Locker's logger (WithLogger), which the packages built on
 // a Locker log to.
 func (l *Locker) Logger() *slog.Logger { return l.cfg.logger }
+
+// WithMeterProvider sets where the Locker's OpenTelemetry metrics go
+// (acquisitions, wait and hold times, locks lost by cause, renewal
+// failures, waiters, how waiters are woken; see package internal/metrics
+// for the names). Attributes never carry lock names. Default: the global
+// MeterProvider (otel.GetMeterProvider), which records nothing until the
+// application sets one.
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
+
+// MeterProvider is the Locker's meter provider (WithMeterProvider); the
+// reaper records its sweeps through it.
+func (l *Locker) MeterProvider() metric.MeterProvider { return l.cfg.meters }
 
 // WithPollInterval sets the range of pauses between a waiter's tries.
 // Default DefaultMinPollInterval to DefaultMaxPollInterval when releases are
@@ -158,6 +174,7 @@ func newConfig(db *sql.DB, opts []Option) (config, error) {
 		waiterTTL:    DefaultWaiterTTL,
 		idleRecheck:  DefaultIdleRecheck,
 		crashGrace:   DefaultCrashGrace,
+		meters:       metrics.Default(),
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -207,6 +224,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithListenerIdle", Reason: "must not be negative"})
 	case c.crashGrace < 0 || c.crashGrace > 0 && c.crashGrace < minCrashGrace:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithCrashGrace", Reason: "must be 0 (off) or at least 100ms"})
+	case c.meters == nil:
+		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: "nil MeterProvider"})
 	case c.logger == nil:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // session is a Locker's session connection: one connection, kept out of
@@ -43,7 +44,8 @@ type session struct {
 	logger  *slog.Logger
 	// pool runs the NOTIFY of the round-trip probe: the Locker's pool, as
 	// releases are.
-	pool *sql.DB
+	pool    *sql.DB
+	metrics *metrics.Instruments
 
 	mu        sync.Mutex
 	cur       *incarnation // nil when no connection runs
@@ -55,6 +57,39 @@ type session struct {
 	// until then acquisitions go without a marker and waiters poll.
 	retryAt time.Time
 	warned  map[string]bool // log lines said once
+	// wakeup is the mode the Locker counts itself in (the wake-up
+	// metric); "" after Close.
+	wakeup metrics.WakeupMode
+}
+
+// setWakeup counts the Locker in the wake-up mode of a session that
+// listens (notified) or not (polling).
+func (s *session) setWakeup(listening bool) {
+	mode := metrics.WakeupPolling
+	if listening {
+		mode = metrics.WakeupNotified
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wakeup == mode || (s.closed && s.wakeup == "") {
+		return
+	}
+	ctx := context.Background()
+	if s.wakeup != "" {
+		s.metrics.Wakeup(ctx, s.wakeup, -1)
+	}
+	s.wakeup = mode
+	s.metrics.Wakeup(ctx, mode, 1)
+}
+
+// clearWakeup stops counting the Locker (Close).
+func (s *session) clearWakeup() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wakeup != "" {
+		s.metrics.Wakeup(context.Background(), s.wakeup, -1)
+		s.wakeup = ""
+	}
 }
 
 // incarnation is one session connection and its marker.
@@ -185,7 +220,7 @@ func (s *session) register(k *Lock, key int64) {
 	inc := s.cur
 	if inc == nil || inc.key != key {
 		s.mu.Unlock()
-		k.lose(errors.New("its session connection ended as it was taken"))
+		k.lose(fmt.Errorf("%w: its session connection ended as it was taken", errSessionEnded))
 		return
 	}
 	if s.locks == nil {
@@ -318,7 +353,7 @@ func (s *session) run(ctx context.Context, inc *incarnation) {
 	if err == nil || stopped && len(lost) == 0 {
 		return
 	}
-	cause := fmt.Errorf("session connection failed: %w", err)
+	cause := fmt.Errorf("%w: session connection failed: %w", errSessionEnded, err)
 	for _, k := range lost {
 		k.lose(cause)
 	}
@@ -472,6 +507,10 @@ func (s *session) loop(ctx context.Context, inc *incarnation, sc sessionConn) er
 	s.mu.Lock()
 	inc.key, inc.deadline, inc.listening = key, deadline, listening
 	s.mu.Unlock()
+	if listening {
+		s.setWakeup(true)
+		defer s.setWakeup(false)
+	}
 	close(inc.ready)
 	if key == 0 && !listening {
 		return errNothingToKeep

@@ -27,6 +27,9 @@ type waiting struct {
 	// name that polls.
 	wasFirst bool
 	timer    *time.Timer // made at the first sleep; most calls never sleep
+	// counted is true once an unfair waiter is counted among the waiters
+	// (the metric; the queue counts fair ones).
+	counted bool
 }
 
 // startWaiting enters a among the Locker's waiters; end takes it out.
@@ -98,6 +101,10 @@ func (wt *waiting) beforeSleep(ctx context.Context) (tryNow bool, err error) {
 		wt.ticket = ticket
 		wt.l.waiters.setTicket(wt.w, ticket)
 		return true, nil
+	}
+	if !wt.a.fair && !wt.counted {
+		wt.counted = true
+		wt.l.metrics.Waiting(context.WithoutCancel(ctx), false, 1)
 	}
 	if wt.l.sess.listen && !wt.listening {
 		wt.listening = wt.l.sess.listening(ctx)
@@ -213,6 +220,9 @@ func (wt *waiting) end(ctx context.Context) {
 		if err := wt.ticket.Leave(ctx); err != nil {
 			wt.l.cfg.logger.Warn("rowlock: leaving the queue failed", "name", wt.a.name, "error", err)
 		}
+	}
+	if wt.counted {
+		wt.l.metrics.Waiting(context.WithoutCancel(ctx), false, -1)
 	}
 	wt.l.watch.forget(wt.a.name, wt.w)
 	wt.l.waiters.remove(wt.a.name, wt.w)

@@ -62,6 +62,9 @@ const (
 	CauseReadOnly Cause = "read_only"
 	// CauseTransactionEnded: forupdate's transaction ended outside Release.
 	CauseTransactionEnded Cause = "transaction_ended"
+	// CauseSessionEnded: rowlock's session connection, whose marker the
+	// lock relied on, ended or stopped answering (crash detection).
+	CauseSessionEnded Cause = "session_ended"
 )
 
 // Wait-time buckets, in seconds: from an uncontended take (a millisecond)
