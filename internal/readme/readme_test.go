@@ -31,6 +31,7 @@ var snippetImports = map[string]string{
 	"stdlib":     "github.com/jackc/pgx/v5/stdlib",
 	"cronguard":  "github.com/sqllock/sqllock/cronguard",
 	"dblock":     "github.com/sqllock/sqllock/dblock",
+	"dblocktest": "github.com/sqllock/sqllock/dblocktest",
 	"forupdate":  "github.com/sqllock/sqllock/forupdate",
 	"gocronlock": "github.com/sqllock/sqllock/gocronlock",
 	"leader":     "github.com/sqllock/sqllock/leader",
@@ -47,6 +48,7 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -58,6 +60,12 @@ var (
 
 func report(context.Context) error       { return nil }
 func indexForever(context.Context) error { return nil }
+
+// service is the application code a test of the README exercises.
+type service struct{ locker dblock.Locker }
+
+func NewService(l dblock.Locker) service        { return service{l} }
+func (service) Run(ctx context.Context) error { return nil }
 `
 
 // TestSnippetsCompile compiles every ` + "```go" + ` block of README.md. A
