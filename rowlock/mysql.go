@@ -64,9 +64,14 @@ WHERE name = ?
        OR (hold_count > 0 AND owner_host = ? AND owner_id = ?))`
 
 	// myRemaining is a waiter's holderInfo: the lease left in µs, the
-	// holder's session marker if trusted, and the token.
+	// holder's session marker if trusted, and the token. A hold of the
+	// caller's own owner counts as no lease left: the owner re-enters (two
+	// goroutines of one owner may race to insert a fresh name's row, and
+	// the loser must not wait for the winner).
+	// Parameters: host, owner, name.
 	myRemaining = `
-SELECT GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)),
+SELECT IF(hold_count > 0 AND owner_host = ? AND owner_id = ?, 0,
+          GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))),
     IF(session_token = token, session_key, 0), token
 FROM ` + locksTable + ` WHERE name = ?`
 
@@ -161,7 +166,7 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 	if a.polling {
 		// A lease with time left cannot be taken by anyone else (a fresh
 		// row or the owner's own re-entry are not waiters' business).
-		h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.name))
+		h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.host, a.ownerID, a.name))
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return outcome{}, err
 		}
@@ -179,7 +184,7 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 		token, idErr := res.LastInsertId()
 		return outcome{acquired: err == nil && idErr == nil, token: token}, errors.Join(err, idErr)
 	}
-	h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.name))
+	h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.host, a.ownerID, a.name))
 	if err == nil {
 		return outcome{holder: h}, nil
 	}

@@ -108,7 +108,7 @@ func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, erro
 	if a.polling {
 		// A lease with time left cannot be taken by anyone else (a fresh
 		// row or the owner's own re-entry are not waiters' business).
-		h, found, err := s.holder(ctx, a.name)
+		h, found, err := s.holder(ctx, a)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -169,7 +169,13 @@ RETURNING ` + pgHolderColumns
     CASE WHEN session_token = token THEN session_key ELSE 0 END, token`
 
 	// pgHolder reads a name's holder without writing (a polling waiter).
-	pgHolder = `SELECT ` + pgHolderColumns + ` FROM ` + locksTable + ` WHERE name = $1`
+	// A hold of the caller's own owner ($2, $3) counts as no lease left:
+	// the owner re-enters (see myRemaining).
+	pgHolder = `
+SELECT CASE WHEN hold_count > 0 AND owner_host = $2 AND owner_id = $3 THEN 0
+            ELSE GREATEST(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint) END,
+    CASE WHEN session_token = token THEN session_key ELSE 0 END, token
+FROM ` + locksTable + ` WHERE name = $1`
 
 	// pgShorten ends the lease of a holder whose session marker is gone at
 	// most $4 µs from now, never before its MinHold; see store.shorten.
@@ -292,9 +298,10 @@ func (s postgresStore) wantWake(ctx context.Context, name string) (bool, holderI
 	return err == nil, h, err
 }
 
-// holder reads name's holder; found is false when the name has no row.
-func (s postgresStore) holder(ctx context.Context, name string) (h holderInfo, found bool, err error) {
-	h, err = scanHolder(s.db.QueryRowContext(ctx, pgHolder, name))
+// holder reads the holder of a's name; found is false when the name has
+// no row.
+func (s postgresStore) holder(ctx context.Context, a attempt) (h holderInfo, found bool, err error) {
+	h, err = scanHolder(s.db.QueryRowContext(ctx, pgHolder, a.name, a.host, a.ownerID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return holderInfo{}, false, nil
 	}
