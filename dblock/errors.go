@@ -56,6 +56,11 @@ var (
 	// the new primary), then loses the lock with this error as the cause.
 	ErrReadOnly = errors.New("dblock: the database is read-only (a standby or replica, or read-only mode): locks cannot be taken, renewed or released there")
 
+	// ErrCannotFence is returned by CheckHeld for a lock that cannot prove
+	// in the given transaction that it is held: neither a Fencer nor a lock
+	// whose own transaction that is.
+	ErrCannotFence = errors.New("dblock: this lock cannot fence writes made in that transaction")
+
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("dblock: locker closed")
 )

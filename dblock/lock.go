@@ -3,6 +3,7 @@ package dblock
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 // Locker hands out named locks.
@@ -65,4 +66,29 @@ type Fencer interface {
 	// taken over until tx ends. Run it in the transaction that writes the
 	// data the lock protects, before committing.
 	CheckHeld(ctx context.Context, tx *sql.Tx) error
+}
+
+// CheckHeld proves, inside tx, that lock is still held, whatever its kind,
+// before writes made in tx commit. A Fencer (rowlock's locks) checks in tx
+// and keeps the lock from being taken over until tx ends. A lock that is
+// its own transaction (forupdate's, whose Tx returns it) fences what is
+// written in that transaction already, since Release commits it with the
+// lock and a lost lock's transaction can commit nothing: CheckHeld returns
+// its Err when tx is that transaction. Any other lock, or a forupdate lock
+// with another transaction, gets an error wrapping ErrCannotFence; a lock
+// that is gone, one wrapping ErrLockLost (or ErrReleased).
+func CheckHeld(ctx context.Context, lock Lock, tx *sql.Tx) error {
+	if lock == nil || tx == nil {
+		return fmt.Errorf("dblock: CheckHeld: %w: nil lock or transaction", ErrInvalidOption)
+	}
+	if f, ok := lock.(Fencer); ok {
+		return f.CheckHeld(ctx, tx)
+	}
+	if t, ok := lock.(interface{ Tx() *sql.Tx }); ok {
+		if t.Tx() != tx {
+			return fmt.Errorf("%w: %q is held by its own transaction, and writes fenced by it must be made in lock.Tx()", ErrCannotFence, lock.Name())
+		}
+		return lock.Err()
+	}
+	return fmt.Errorf("%w: a %T", ErrCannotFence, lock)
 }
