@@ -62,15 +62,13 @@ func (r *rowLocking) attempt(ctx context.Context) (h *hold, again bool, err erro
 		r.clean = true
 		return newHold(r.l, r.key, r.call, token, txCancel), false, nil
 	}
-	// After an interrupt the statement has returned, but the connection
-	// is never clean: an interrupt is asynchronous (a PostgreSQL cancel
-	// request, repeated until the statement returned, can reach the
-	// server after it did), and a late one would cancel whatever the
-	// connection's next user runs. Otherwise a rollback that succeeds
-	// proves the session usable.
+	// After an interrupt the statement has returned and the server has
+	// been told to stop it; a rollback that succeeds after that proves
+	// the session usable. If the interrupt failed, the driver cut the
+	// connection and the rollback fails.
 	rbErr := tx.Rollback()
 	txCancel()
-	r.clean = !interrupted && (rbErr == nil || errors.Is(rbErr, sql.ErrTxDone))
+	r.clean = rbErr == nil || errors.Is(rbErr, sql.ErrTxDone)
 	switch {
 	case interrupted || ctx.Err() != nil:
 		return nil, false, errors.Join(dblock.ErrNotAcquired, ctx.Err())
