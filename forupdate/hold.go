@@ -52,7 +52,7 @@ func newHold(l *Locker, key holdKey, c lockCall, token int64, txCancel context.C
 		l: l, key: key, token: token, ttl: c.ttl, conn: c.conn, tx: c.tx, txCancel: txCancel,
 		handles:   make(map[*Lock]struct{}),
 		lastAlive: clock.Now(),
-		acquired:  time.Now(),
+		acquired:  clock.Now(),
 	}
 	h.mu.Lock()
 	h.timer = time.AfterFunc(h.pingInterval(), h.tick)

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/metrics"
 )
@@ -231,7 +231,7 @@ func (h *hold) finish(ctx context.Context, commit bool) error {
 			h.l.metrics.Lost(context.WithoutCancel(ctx), metrics.CauseTransactionEnded)
 		}
 	}
-	h.l.metrics.Held(context.WithoutCancel(ctx), time.Since(h.acquired), errors.Is(err, dblock.ErrLockLost))
+	h.l.metrics.Held(context.WithoutCancel(ctx), clock.Now().Sub(h.acquired), errors.Is(err, dblock.ErrLockLost))
 	h.txCancel()
 	h.l.endSession(ctx, h.conn, clean, true)
 	return err

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/logging"
 	"github.com/sqllock/sqllock/internal/metrics"
@@ -137,7 +137,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option,
 		l.metrics.Waiting(mctx, false, 1)
 		defer l.metrics.Waiting(mctx, false, -1)
 	}
-	started := time.Now()
+	started := clock.Now()
 	k, err := l.acquireUnmeasured(ctx, name, opts, wait)
 	result := metrics.ResultAcquired
 	switch {
@@ -146,7 +146,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option,
 	case err != nil:
 		result = metrics.ResultError
 	}
-	l.metrics.Acquisition(mctx, mode, result, time.Since(started))
+	l.metrics.Acquisition(mctx, mode, result, clock.Now().Sub(started))
 	return k, err
 }
 

@@ -73,7 +73,17 @@ func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, in
 		// cancel request stops the server's wait and keeps the connection.
 		// lib/pq sends one itself.
 		if pg := pgConnOf(c.conn); pg != nil {
-			interrupt = pg.CancelRequest
+			interrupt = func(ctx context.Context) error {
+				// Not bound to the statement's return, unlike other
+				// interrupts: a cancel request once sent must be seen
+				// through (pgx waits for the server to have signalled the
+				// backend), or it could reach the server after the
+				// statement returned and cancel the connection's next
+				// statement, in this transaction or the next user's.
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+				defer cancel()
+				return pg.CancelRequest(ctx)
+			}
 		}
 	}
 	interrupted, err = runInterruptible(ctx, interrupt, interruptGrace, func(ctx context.Context) error {
