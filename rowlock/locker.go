@@ -7,6 +7,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
@@ -50,7 +51,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 // newStore returns the store of dialect d, which is valid.
 func newStore(db *sql.DB, d dblock.Dialect) store {
 	if d == dblock.Postgres {
-		return postgresStore{db: db, process: lockkit.ProcessHost()}
+		return postgresStore{db: pgxrow.Wrap(db), process: lockkit.ProcessHost()}
 	}
 	return mysqlStore{db: db, hot: stmtcache.New(db)}
 }

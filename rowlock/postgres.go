@@ -14,7 +14,7 @@ import (
 const releaseChannel = "dblock_released"
 
 type postgresStore struct {
-	db *sql.DB
+	db pgxrow.DB // statements in a mode that works through poolers
 	// process is this process's identity (lockkit.ProcessHost), which a
 	// waiter records when it asks for a release NOTIFY and a release
 	// compares with: waiters of the releasing process are woken in memory.
@@ -225,7 +225,7 @@ func (s postgresStore) queryInt64(ctx context.Context, dst *int64, query string,
 		return err
 	}
 	defer conn.Close()
-	if ok, err := pgxrow.Scan(ctx, conn, query, args, dst); ok {
+	if ok, err := s.db.Scan(ctx, conn, query, args, dst); ok {
 		return err
 	}
 	return conn.QueryRowContext(ctx, query, args...).Scan(dst)
@@ -236,7 +236,7 @@ func (s postgresStore) renew(ctx context.Context, h holder, ttl time.Duration) (
 }
 
 func (s postgresStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (bool, error) {
-	return queryOne(ctx, tx, pgCheckHeld, h.name, h.host, h.ownerID, h.token)
+	return queryOne(ctx, s.db.On(tx), pgCheckHeld, h.name, h.host, h.ownerID, h.token)
 }
 
 func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int, after string) (sweepBatch, error) {
