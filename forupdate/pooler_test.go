@@ -132,7 +132,10 @@ func TestPgBouncerPings(t *testing.T) {
 	holder, other := newLocker(t, tg.DB), newLocker(t, tg.DB)
 	name := testdb.Name(t)
 	const ttl = time.Second
-	k := acquire(t, t.Context(), holder, name, dblock.TTL(ttl))
+	// A context that cannot be canceled: the lock's statement runs
+	// through database/sql in the transaction, not pgx itself (the
+	// hammer's contexts can be).
+	k := acquire(t, context.Background(), holder, name, dblock.TTL(ttl))
 	defer release(t, k)
 	// Three TTLs, about nine pings.
 	time.Sleep(3 * ttl)

@@ -97,6 +97,7 @@ func (p *postgres) queryInTx(ctx context.Context, c lockCall, dst *int64, query 
 			return err
 		}
 	}
+	p.db.DetectOn(ctx, c.conn)
 	return p.db.On(c.tx).QueryRowContext(ctx, query, args...).Scan(dst)
 }
 

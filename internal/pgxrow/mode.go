@@ -144,7 +144,7 @@ func Wrap(db *sql.DB) DB {
 }
 
 // On runs statements on q, a connection or transaction of the pool, in
-// the pool's mode; it finds out nothing itself.
+// the pool's mode; it finds out nothing itself (see DetectOn).
 func (d DB) On(q Querier) Runner { return Runner{q: q, p: d.p} }
 
 // ExecContext is sql.DB's, in the pool's mode.
@@ -191,6 +191,22 @@ func (d DB) detect(ctx context.Context) {
 		return
 	}
 	defer conn.Close()
+	d.lookOn(ctx, conn)
+}
+
+// DetectOn finds out on conn, a connection of the pool, whether a pooler
+// is in the path, unless that is known or being found out: for a caller
+// whose statements run in a transaction (On), which cannot find out by
+// itself. With a transaction open on conn, it runs in it.
+func (d DB) DetectOn(ctx context.Context, conn *sql.Conn) {
+	if !d.p.begin() {
+		return
+	}
+	defer d.p.end()
+	d.lookOn(ctx, conn)
+}
+
+func (d DB) lookOn(ctx context.Context, conn *sql.Conn) {
 	_ = conn.Raw(func(dc any) error {
 		if pc, ok := dc.(interface{ Conn() *pgx.Conn }); ok {
 			d.p.look(ctx, pc.Conn())

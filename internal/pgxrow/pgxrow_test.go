@@ -78,7 +78,8 @@ func TestScan(t *testing.T) {
 }
 
 // TestPath: a pool's first statement finds out whether a pooler is in the
-// path, by a statement of the pool or by Scan, and statements then work
+// path, by a statement of the pool, by Scan or by DetectOn (for
+// statements in a transaction), and statements then work
 // there, from many goroutines at once, on the pool, a connection, a
 // transaction, and through Scan; before anyone knows too.
 func TestPath(t *testing.T) {
@@ -102,6 +103,15 @@ func TestPath(t *testing.T) {
 				"pool": func(d pgxrow.DB) error {
 					var got int64
 					return d.QueryRowContext(ctx, `SELECT $1::bigint`, int64(1)).Scan(&got)
+				},
+				"DetectOn": func(d pgxrow.DB) error {
+					conn, err := c.tg.DB.Conn(ctx)
+					if err != nil {
+						return err
+					}
+					defer conn.Close()
+					d.DetectOn(ctx, conn)
+					return nil
 				},
 				"Scan": func(d pgxrow.DB) error {
 					conn, err := c.tg.DB.Conn(ctx)
