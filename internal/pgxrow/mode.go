@@ -20,9 +20,9 @@ import (
 // argument, a mode overrides the DSN's default_query_exec_mode.
 //
 // It is used only through a pooler: on a direct connection the cached
-// statements were a fifth to a third faster for a take and release, whose
-// statements take long to plan (BenchmarkExecMode in rowlock and
-// forupdate). The modes that work through a pooler (exec, simple
+// statements took a fifth (forupdate) to a third (rowlock) less time for
+// an uncontended take and release, whose statements take long to plan
+// (BenchmarkExecMode in rowlock and forupdate). The modes that work through a pooler (exec, simple
 // protocol, cache describe) measured alike; exec sends the arguments as
 // parameters, as the cached statements do, where the simple protocol
 // would quote them into the SQL text on the client.
