@@ -17,8 +17,8 @@ import (
 // postgres: the server timeout is idle_in_transaction_session_timeout, set
 // LOCAL by the locking statement itself (set_config(..., true)), so it costs
 // no round trip and ends with the transaction. Tokens come from a sequence:
-// nextval is never rolled back. Statements run in pgxrow.ExecMode on
-// pgx's driver, so that they work through a transaction pooler.
+// nextval is never rolled back. Statements run through pgxrow.DB, so that
+// they work through a transaction pooler.
 type postgres struct {
 	db                           pgxrow.DB
 	lockWait, lockTry, insertRow string
