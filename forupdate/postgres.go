@@ -17,9 +17,10 @@ import (
 // postgres: the server timeout is idle_in_transaction_session_timeout, set
 // LOCAL by the locking statement itself (set_config(..., true)), so it costs
 // no round trip and ends with the transaction. Tokens come from a sequence:
-// nextval is never rolled back.
+// nextval is never rolled back. Statements run through pgxrow.DB, so that
+// they work through a transaction pooler.
 type postgres struct {
-	db                           *sql.DB
+	db                           pgxrow.DB
 	lockWait, lockTry, insertRow string
 }
 
@@ -39,7 +40,7 @@ cfg AS (SELECT set_config('idle_in_transaction_session_timeout', $2, true))
 SELECT nextval('` + counter + `') FROM locked, cfg`
 	}
 	return &postgres{
-		db:       db,
+		db:       pgxrow.Wrap(db),
 		lockWait: lock(""),
 		lockTry:  lock(" NOWAIT"),
 		// DO NOTHING neither raises nor logs a duplicate, and does not wait
@@ -87,7 +88,7 @@ func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, in
 		}
 	}
 	interrupted, err = runInterruptible(ctx, interrupt, interruptGrace, func(ctx context.Context) error {
-		return queryInTx(ctx, c, &token, query, c.name, timeout)
+		return p.queryInTx(ctx, c, &token, query, c.name, timeout)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, interrupted, nil
@@ -100,17 +101,18 @@ func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, in
 // transaction's own connection (the same server transaction) when the
 // driver is pgx's (see package pgxrow): database/sql would start a
 // goroutine for its row on every acquisition.
-func queryInTx(ctx context.Context, c lockCall, dst *int64, query string, args ...any) error {
+func (p *postgres) queryInTx(ctx context.Context, c lockCall, dst *int64, query string, args ...any) error {
 	if ctx.Done() != nil {
-		if ok, err := pgxrow.Scan(ctx, c.conn, query, args, dst); ok {
+		if ok, err := p.db.Scan(ctx, c.conn, query, args, dst); ok {
 			return err
 		}
 	}
-	return c.tx.QueryRowContext(ctx, query, args...).Scan(dst)
+	p.db.DetectOn(ctx, c.conn)
+	return p.db.On(c.tx).QueryRowContext(ctx, query, args...).Scan(dst)
 }
 
 func (p *postgres) create(ctx context.Context, conn *sql.Conn, name string) error {
-	_, err := conn.ExecContext(ctx, p.insertRow, name)
+	_, err := p.db.On(conn).ExecContext(ctx, p.insertRow, name)
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/metrics"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
@@ -65,6 +66,9 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		logger:  cfg.logger,
 		metrics: meters,
 	}
+	if pg, ok := l.store.(postgresStore); ok {
+		l.sess.notify = pg.notify
+	}
 	l.sess.setWakeup(false)
 	l.waiters.sess = l.sess
 	l.watch = &watcher{db: db, store: l.store, queue: q, grace: cfg.crashGrace, waiters: &l.waiters, logger: cfg.logger}
@@ -74,7 +78,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 // newStore returns the store of dialect d, which is valid.
 func newStore(db *sql.DB, d dblock.Dialect) store {
 	if d == dblock.Postgres {
-		return postgresStore{db: db, process: lockkit.ProcessHost()}
+		return postgresStore{db: pgxrow.Wrap(db), process: lockkit.ProcessHost()}
 	}
 	return mysqlStore{db: db, hot: stmtcache.New(db)}
 }

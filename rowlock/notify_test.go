@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -57,7 +58,7 @@ func TestReleaseNotifiesOnlyOtherProcesses(t *testing.T) {
 					for _, process := range c.wantedBy {
 						// What a waiter of that process does before it
 						// sleeps.
-						asker := postgresStore{db: tg.DB, process: process}
+						asker := postgresStore{db: pgxrow.Wrap(tg.DB), process: process}
 						if armed, _, err := asker.wantWake(ctx, name); err != nil || !armed {
 							t.Fatalf("wantWake as %s = %v, %v", process, armed, err)
 						}

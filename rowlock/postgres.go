@@ -17,7 +17,7 @@ import (
 const releaseChannel = "dblock_released"
 
 type postgresStore struct {
-	db *sql.DB
+	db pgxrow.DB // statements in a mode that works through poolers
 	// process is this process's identity (lockkit.ProcessHost), which a
 	// waiter records when it asks for a release NOTIFY and a release
 	// compares with: waiters of the releasing process are woken in memory.
@@ -270,7 +270,7 @@ func (s postgresStore) queryInt64(ctx context.Context, dst *int64, query string,
 		return err
 	}
 	defer conn.Close()
-	if ok, err := pgxrow.Scan(ctx, conn, query, args, dst); ok {
+	if ok, err := s.db.Scan(ctx, conn, query, args, dst); ok {
 		return err
 	}
 	return conn.QueryRowContext(ctx, query, args...).Scan(dst)
@@ -281,7 +281,7 @@ func (s postgresStore) renew(ctx context.Context, h holder, ttl time.Duration) (
 }
 
 func (s postgresStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (bool, error) {
-	return queryOne(ctx, tx, pgCheckHeld, h.name, h.host, h.ownerID, h.token)
+	return queryOne(ctx, s.db.On(tx), pgCheckHeld, h.name, h.host, h.ownerID, h.token)
 }
 
 func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int, after string) (sweepBatch, error) {
@@ -332,10 +332,11 @@ func (s postgresStore) awaitMarkerGone(ctx context.Context, key int64, wait time
 		return false, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", wait.Milliseconds())); err != nil {
+	q := s.db.On(tx)
+	if _, err := q.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", wait.Milliseconds())); err != nil {
 		return false, err
 	}
-	_, err = tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, key)
+	_, err = q.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, key)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: the wait ran out
 		return false, nil
@@ -358,5 +359,11 @@ func (s postgresStore) countLapsed(ctx context.Context) (int, error) {
 }
 
 func (postgresStore) notifies() bool { return true }
+
+// notify sends a NOTIFY through the pool (the session's round-trip probe).
+func (s postgresStore) notify(ctx context.Context, channel, payload string) error {
+	_, err := s.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", channel, payload)
+	return err
+}
 
 func (postgresStore) close() {}

@@ -42,9 +42,10 @@ type session struct {
 	probe   time.Duration // how long a NOTIFY round trip may take
 	waiters *waitlist
 	logger  *slog.Logger
-	// pool runs the NOTIFY of the round-trip probe: the Locker's pool, as
-	// releases are.
+	// pool is the Locker's pool; notify sends the NOTIFY of the round-trip
+	// probe through it, as releases are sent (PostgreSQL only).
 	pool    *sql.DB
+	notify  func(ctx context.Context, channel, payload string) error
 	metrics *metrics.Instruments
 
 	mu        sync.Mutex
@@ -556,7 +557,7 @@ func (s *session) startListening(ctx context.Context, sc sessionConn) (ok bool, 
 		return false, err
 	}
 	token := fmt.Sprintf("%d", newMarkerKey())
-	if _, err := s.pool.ExecContext(ctx, "SELECT pg_notify($1, $2)", probeChannel, token); err != nil {
+	if err := s.notify(ctx, probeChannel, token); err != nil {
 		return false, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.probe)

@@ -169,6 +169,11 @@ type execer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// querier runs the listing queries: the pool.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // execOne runs a statement that changes at most one row and reports whether
 // it did.
 func execOne(ctx context.Context, db execer, query string, args ...any) (bool, error) {
@@ -194,7 +199,7 @@ func queryOne(ctx context.Context, db execer, query string, args ...any) (bool, 
 // queryHeld runs a query whose rows are name, token, owner_host, owner_id,
 // hold_count, note, µs since the lock was acquired and µs until its lease
 // ends.
-func queryHeld(ctx context.Context, db *sql.DB, query string, args ...any) ([]HeldLock, error) {
+func queryHeld(ctx context.Context, db querier, query string, args ...any) ([]HeldLock, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

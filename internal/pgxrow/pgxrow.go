@@ -1,11 +1,13 @@
-// Package pgxrow runs a one-row query through pgx itself on a
-// *sql.Conn whose driver is pgx's database/sql driver.
+// Package pgxrow runs sqllock's PostgreSQL statements so that they work
+// through a transaction pooler (DB: pgx's exec mode chosen for the path
+// to the server), and one-row queries through pgx itself on a *sql.Conn
+// whose driver is pgx's database/sql driver (DB.Scan).
 //
-// Why: database/sql starts a goroutine (Rows.awaitDone) for the rows of
-// every query whose context can be canceled, as callers' contexts usually
-// can; pgx watches the context with context.AfterFunc instead. On the
-// locks' uncontended paths that goroutine cost more than the libraries'
-// own work.
+// Why Scan: database/sql starts a goroutine (Rows.awaitDone) for the rows
+// of every query whose context can be canceled, as callers' contexts
+// usually can; pgx watches the context with context.AfterFunc instead. On
+// the locks' uncontended paths that goroutine cost more than the
+// libraries' own work.
 package pgxrow
 
 import (
@@ -19,17 +21,24 @@ import (
 // errNotPgx ends Raw when the driver is not pgx's.
 var errNotPgx = errors.New("pgxrow: not a pgx connection")
 
-// Scan runs query with args on conn through pgx and scans its one row
-// into dest (sql.ErrNoRows when there is none). ok is false, and nothing
-// ran, when conn's driver is not pgx's: the caller runs the query through
-// database/sql. When conn has a transaction open, the query runs in it.
-func Scan(ctx context.Context, conn *sql.Conn, query string, args []any, dest ...any) (ok bool, err error) {
+// Scan runs query with args on conn, a connection of d's pool, through
+// pgx in the pool's mode (finding out which on its first call), and scans
+// its one row into dest (sql.ErrNoRows when there is none). ok is false,
+// and nothing ran, when conn's driver is not pgx's: the caller runs the
+// query through database/sql. When conn has a transaction open, the query
+// runs in it.
+func (d DB) Scan(ctx context.Context, conn *sql.Conn, query string, args []any, dest ...any) (ok bool, err error) {
 	err = conn.Raw(func(dc any) error {
 		pc, isPgx := dc.(interface{ Conn() *pgx.Conn })
 		if !isPgx {
 			return errNotPgx
 		}
-		return pc.Conn().QueryRow(ctx, query, args...).Scan(dest...)
+		c := pc.Conn()
+		if d.p.begin() {
+			d.p.look(ctx, c)
+			d.p.end()
+		}
+		return c.QueryRow(ctx, query, d.p.args(args)...).Scan(dest...)
 	})
 	if errors.Is(err, errNotPgx) {
 		return false, nil

@@ -2,13 +2,14 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
-type postgresStore struct{ db *sql.DB }
+// postgresStore's statements run in a mode that works through poolers.
+type postgresStore struct{ db pgxrow.DB }
 
 const (
 	pgInsert = `

@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/logging"
 	"github.com/sqllock/sqllock/internal/metrics"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // Table is the waiter table.
@@ -90,7 +91,7 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 	var s store
 	switch d {
 	case dblock.Postgres:
-		s = postgresStore{db: db}
+		s = postgresStore{db: pgxrow.Wrap(db)}
 	case dblock.MySQL:
 		s = mysqlStore{db: db}
 	default:

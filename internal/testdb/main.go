@@ -38,7 +38,7 @@ func Main(m *testing.M, extra ...goleak.Option) {
 	os.Exit(code)
 }
 
-// closeShared closes the pools Targets opened, and waits until their
+// closeShared closes the pools Targets and PgBouncer opened, and waits until their
 // connections and those of the examples' pools have closed.
 func closeShared() error {
 	var errs []error
@@ -49,6 +49,11 @@ func closeShared() error {
 			_ = s.target.DB.Close()
 			errs = append(errs, s.conns.wait())
 		}
+	}
+	pooler.once.Do(func() {})
+	if pooler.target.DB != nil {
+		_ = pooler.target.DB.Close()
+		errs = append(errs, pooler.conns.wait())
 	}
 	return errors.Join(append(errs, exampleConns.wait())...)
 }
