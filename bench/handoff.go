@@ -246,6 +246,10 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 	return nil
 }
 
+// sessionDSNEnv passes a waiter process the DSN of its session
+// connection (the pooler section).
+const sessionDSNEnv = "SQLLOCK_BENCH_SESSION_DSN"
+
 // childFlag runs the binary as a waiter for the parent's handoffs: it
 // reads "acquire <name> <fair>" lines, says "waiting" before each Acquire,
 // "got <unix ns>" when it returns, and "released" after releasing.
@@ -257,13 +261,18 @@ type childProcess struct {
 	out *bufio.Scanner
 }
 
-func startChild(e *env) (*childProcess, error) {
+func startChild(e *env) (*childProcess, error) { return startChildWith(e, e.dsn, "") }
+
+// startChildWith starts a waiter process whose Locker's pool uses dsn and,
+// when sessionDSN is not empty, its session connection that one
+// (rowlock.WithSessionDB).
+func startChildWith(e *env, dsn, sessionDSN string) (*childProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe, childFlag, e.target.name)
-	cmd.Env = append(os.Environ(), e.target.env+"="+e.dsn)
+	cmd.Env = append(os.Environ(), e.target.env+"="+dsn, sessionDSNEnv+"="+sessionDSN)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -358,7 +367,16 @@ func runChild(dialect string) error {
 		return err
 	}
 	defer db.Close()
-	l, err := rowlock.New(db)
+	var opts []rowlock.Option
+	if dsn := os.Getenv(sessionDSNEnv); dsn != "" {
+		sessions, err := sql.Open(tg.driver, dsn)
+		if err != nil {
+			return err
+		}
+		defer sessions.Close()
+		opts = append(opts, rowlock.WithSessionDB(sessions))
+	}
+	l, err := rowlock.New(db, opts...)
 	if err != nil {
 		return err
 	}

@@ -61,32 +61,34 @@ var targets = []target{
 }
 
 type config struct {
-	n           int
-	handoffs    int
-	pause       time.Duration
-	goroutines  int
-	namesEach   int
-	slice       time.Duration
-	slices      int
-	memN        int
-	fuMemN      int
-	held        []int
-	heldOps     int
-	idleWindow  time.Duration
-	idleCounts  []int
-	crashes     int
-	markdown    bool
-	svg         string
-	dialects    []string
-	sections    []string
-	quick       bool
-	clean       string
-	cpuProfile  string
-	commandLine string
+	n          int
+	handoffs   int
+	pause      time.Duration
+	goroutines int
+	namesEach  int
+	slice      time.Duration
+	slices     int
+	memN       int
+	fuMemN     int
+	held       []int
+	heldOps    int
+	idleWindow time.Duration
+	idleCounts []int
+	crashes    int
+	// pgbouncerDSN is the pooler section's PgBouncer.
+	pgbouncerDSN string
+	markdown     bool
+	svg          string
+	dialects     []string
+	sections     []string
+	quick        bool
+	clean        string
+	cpuProfile   string
+	commandLine  string
 }
 
 // sectionNames in the order they run and print.
-var sectionNames = []string{"uncontended", "handoff", "throughput", "memory", "held", "idle", "crash"}
+var sectionNames = []string{"uncontended", "handoff", "throughput", "memory", "held", "idle", "crash", "pooler"}
 
 func main() {
 	if len(os.Args) > 4 && os.Args[1] == crashFlag {
@@ -134,6 +136,7 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&cfg.idleWindow, "idle-window", 3*time.Second, "idle waiters: how long to count the server's statements")
 	flag.StringVar(&idleCounts, "idle-waiters", "1,16,128", "idle waiters: numbers of fair waiters")
 	flag.IntVar(&cfg.crashes, "crashes", 10, "crash: holders killed per kind of lock")
+	flag.StringVar(&cfg.pgbouncerDSN, "pgbouncer-dsn", "", "pooler: a PgBouncer in transaction mode in front of the PostgreSQL measured (empty: the section is not measured)")
 	flag.BoolVar(&cfg.markdown, "markdown", false, "print Markdown tables")
 	flag.StringVar(&cfg.svg, "svg", "", "also write an SVG chart of the latencies to this file")
 	flag.StringVar(&dialectList, "dialects", "postgres,mysql", "databases to measure")
@@ -282,6 +285,7 @@ func measure(ctx context.Context, cfg config, e *env, t *tables) error {
 		"held":        func() error { return heldNames(ctx, cfg, e, t.held) },
 		"idle":        func() error { return idle(ctx, cfg, e, t.idle) },
 		"crash":       func() error { return crashes(ctx, cfg, e, t.crash) },
+		"pooler":      func() error { return poolers(ctx, cfg, e, t.pooler) },
 	}
 	for _, s := range sectionNames {
 		if !slices.Contains(cfg.sections, s) {

@@ -4,13 +4,13 @@ import "fmt"
 
 // tables are the report, one per section, filled dialect by dialect.
 type tables struct {
-	uncontended, handoff, throughput, memory, held, idle, crash *table
+	uncontended, handoff, throughput, memory, held, idle, crash, pooler *table
 	// uncontendedChart and handoffChart are the p50s again, for -svg.
 	uncontendedChart, handoffChart *panel
 }
 
 func (t *tables) list() []*table {
-	return []*table{t.uncontended, t.handoff, t.throughput, t.memory, t.held, t.idle, t.crash}
+	return []*table{t.uncontended, t.handoff, t.throughput, t.memory, t.held, t.idle, t.crash, t.pooler}
 }
 
 func newTables(cfg config) *tables {
@@ -51,6 +51,11 @@ func newTables(cfg config) *tables {
 			header: []string{"db", "holder killed", "rounds", "p50", "max"},
 			left:   2,
 		},
+		pooler: &table{
+			title:  "Cross-process handoff through a transaction pooler (PostgreSQL)",
+			header: []string{"db", "waiter's connections", "handoffs", "p50", "p99", "p50 vs direct"},
+			left:   2,
+		},
 		uncontendedChart: &panel{title: "Uncontended acquire + release, p50 (log scale)"},
 		handoffChart:     &panel{title: "Handoff: release → blocked waiter returns, p50 (log scale)"},
 	}
@@ -71,5 +76,6 @@ func newTables(cfg config) *tables {
 	t.held.note("%d operations per variant and level, interleaved: `TryAcquire`+`Release` of a fresh name (no row yet: rowlock inserts it), of a name used before, and the naive `INSERT`+`DELETE` of a fresh name.", cfg.heldOps)
 	t.idle.note("All waiters queue, in one Locker, behind one holder (TTL 60 s); the statements per second the process sent over %v, the holder's renewals and the queue's heartbeats included, counted in the client (pgx's query tracer; MySQL's `COM_QUERY`/`COM_STMT_EXECUTE` packets) so that other programs' load on the servers does not count.", cfg.idleWindow)
 	t.crash.note("%d rounds per kind: a child process takes the lock and the parent blocks in Acquire (200 ms, not counted, so that it waits for good); then the child is SIGKILLed, and the time from the kill to the waiter's Acquire returning is measured. forupdate and the advisory lock are freed by the server when the dead process's connection closes. rowlock, whose lock is a row with a lease (30 s by default), is freed by crash detection: the waiter's Locker, blocked in the database on the holder's session marker, sees it go with the session, cuts the lease to G (the crash grace, 1 s by default) and takes the lock when that has lapsed. Without a session marker (`rowlock.WithCrashGrace(0)`, or no session connection) it would wait out the lease.", cfg.crashes)
+	t.pooler.note("%s", poolerNote(cfg))
 	return t
 }
