@@ -58,6 +58,11 @@ var (
 
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("dblock: locker closed")
+	// ErrLimitMismatch is returned when a semaphore is acquired with
+	// another limit than the one its holders use now: the limit of a name
+	// changes only while no one else holds a permit of it, never silently
+	// under them.
+	ErrLimitMismatch = errors.New("dblock: semaphore limit differs from the one its holders use")
 )
 
 // NameError reports a lock name that cannot be used, and why.

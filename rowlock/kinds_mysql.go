@@ -26,6 +26,34 @@ SET expires_at = UTC_TIMESTAMP(6), hold_count = 0
 WHERE name = ? AND owner_host = ? AND owner_id = ? AND hold_count > 0 AND expires_at > UTC_TIMESTAMP(6)`
 )
 
+// myRows reads rows for the kinds (see kindRow); UTC_TIMESTAMP(6) is
+// fixed for the statement.
+const myRows = `
+SELECT name, expires_at > UTC_TIMESTAMP(6), hold_count, owner_host, owner_id,
+    GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)),
+    IF(session_token = token, session_key, 0), token
+FROM ` + locksTable + `
+WHERE name IN (%s)`
+
+// LOCK IN SHARE MODE rather than FOR SHARE: MariaDB has only the former.
+var myLimitSQL = limitSQL{
+	read:          `SELECT permits FROM ` + semaphoresTable + ` WHERE name = ?`,
+	readShared:    `SELECT permits FROM ` + semaphoresTable + ` WHERE name = ? LOCK IN SHARE MODE`,
+	readForUpdate: `SELECT permits FROM ` + semaphoresTable + ` WHERE name = ? FOR UPDATE`,
+	insert:        `INSERT INTO ` + semaphoresTable + ` (name, permits, changed_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
+	update:        `UPDATE ` + semaphoresTable + ` SET permits = ?, changed_at = UTC_TIMESTAMP(6) WHERE name = ?`,
+	countLive: `SELECT count(*) FROM ` + locksTable + `
+WHERE expires_at > UTC_TIMESTAMP(6) AND name <> ? AND name IN (%s)`,
+	in: func(_, n int) string { return placeholders(n) },
+}
+
+func (s myKinds) rows(ctx context.Context, names []string) (map[string]kindRow, error) {
+	query := strings.Replace(myRows, "%s", placeholders(len(names)), 1)
+	return scanKindRows(s.db.QueryContext(ctx, query, withNames(nil, names)...))
+}
+
+func (myKinds) limitSQL() limitSQL { return myLimitSQL }
+
 func (s myKinds) ownerHolds(ctx context.Context, names []string, o dblock.Owner) (map[string]bool, error) {
 	// Only placeholders are spliced in: names travel as arguments.
 	query := strings.Replace(myOwnerHolds, "%s", placeholders(len(names)), 1)

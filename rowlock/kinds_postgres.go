@@ -29,6 +29,26 @@ WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND hold_count > 0 AND exp
 RETURNING CASE WHEN wanted THEN pg_notify('` + releaseChannel + `', name) END`
 )
 
+// pgRows reads rows for the kinds (see kindRow), by one reading of the
+// database clock.
+const pgRows = `
+SELECT name, expires_at > c.now, hold_count, owner_host, owner_id,
+    GREATEST(0, (extract(epoch FROM expires_at - c.now) * 1000000)::bigint),
+    CASE WHEN session_token = token THEN session_key ELSE 0 END, token
+FROM ` + locksTable + ` CROSS JOIN (SELECT clock_timestamp() AS now) c
+WHERE name IN (%s)`
+
+var pgLimitSQL = limitSQL{
+	read:          `SELECT permits FROM ` + semaphoresTable + ` WHERE name = $1`,
+	readShared:    `SELECT permits FROM ` + semaphoresTable + ` WHERE name = $1 FOR SHARE`,
+	readForUpdate: `SELECT permits FROM ` + semaphoresTable + ` WHERE name = $1 FOR UPDATE`,
+	insert:        `INSERT INTO ` + semaphoresTable + ` (name, permits, changed_at) VALUES ($1, $2, clock_timestamp())`,
+	update:        `UPDATE ` + semaphoresTable + ` SET permits = $1, changed_at = clock_timestamp() WHERE name = $2`,
+	countLive: `SELECT count(*) FROM ` + locksTable + `
+WHERE expires_at > clock_timestamp() AND name <> $1 AND name IN (%s)`,
+	in: pgPlaceholders,
+}
+
 // pgPlaceholders returns n placeholders numbered from first: "$3, $4".
 func pgPlaceholders(first, n int) string {
 	var b strings.Builder
@@ -59,3 +79,10 @@ func (s pgKinds) dropHolds(ctx context.Context, name string, o dblock.Owner) err
 	_, err := s.db.ExecContext(ctx, pgDropHolds, name, o.Host, o.ID)
 	return err
 }
+
+func (s pgKinds) rows(ctx context.Context, names []string) (map[string]kindRow, error) {
+	query := strings.Replace(pgRows, "%s", pgPlaceholders(1, len(names)), 1)
+	return scanKindRows(s.db.QueryContext(ctx, query, withNames(nil, names)...))
+}
+
+func (pgKinds) limitSQL() limitSQL { return pgLimitSQL }
