@@ -35,6 +35,18 @@ SELECT name, expires_at > UTC_TIMESTAMP(6), hold_count, owner_host, owner_id,
 FROM ` + locksTable + `
 WHERE name IN (%s)`
 
+// myWriter reads a writer's row, or its stripe's counter when it has none:
+// name, stripe.
+const myWriter = `
+SELECT COALESCE(l.expires_at > c.now, FALSE), COALESCE(l.hold_count, 0),
+    COALESCE(l.owner_host, ''), COALESCE(l.owner_id, ''),
+    COALESCE(GREATEST(0, TIMESTAMPDIFF(MICROSECOND, c.now, l.expires_at)), 0),
+    COALESCE(IF(l.session_token = l.token, l.session_key, 0), 0),
+    COALESCE(l.token, f.token, 0)
+FROM (SELECT UTC_TIMESTAMP(6) AS now) c
+LEFT JOIN ` + locksTable + ` l ON l.name = ?
+LEFT JOIN ` + fencesTable + ` f ON f.stripe = ?`
+
 // LOCK IN SHARE MODE rather than FOR SHARE: MariaDB has only the former.
 var myLimitSQL = limitSQL{
 	read:          `SELECT permits FROM ` + semaphoresTable + ` WHERE name = ?`,
@@ -63,4 +75,8 @@ func (s myKinds) ownerHolds(ctx context.Context, names []string, o dblock.Owner)
 func (s myKinds) dropHolds(ctx context.Context, name string, o dblock.Owner) error {
 	_, err := s.db.ExecContext(ctx, myDropHolds, name, o.Host, o.ID)
 	return err
+}
+
+func (s myKinds) writer(ctx context.Context, name string, stripe int64) (kindRow, error) {
+	return scanWriter(s.db.QueryRowContext(ctx, myWriter, name, stripe))
 }

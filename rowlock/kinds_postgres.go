@@ -38,6 +38,18 @@ SELECT name, expires_at > c.now, hold_count, owner_host, owner_id,
 FROM ` + locksTable + ` CROSS JOIN (SELECT clock_timestamp() AS now) c
 WHERE name IN (%s)`
 
+// pgWriter reads a writer's row, or its stripe's counter when it has none:
+// $1 name, $2 stripe.
+const pgWriter = `
+SELECT COALESCE(l.expires_at > c.now, false), COALESCE(l.hold_count, 0),
+    COALESCE(l.owner_host, ''), COALESCE(l.owner_id, ''),
+    COALESCE(GREATEST(0, (extract(epoch FROM l.expires_at - c.now) * 1000000)::bigint), 0),
+    COALESCE(CASE WHEN l.session_token = l.token THEN l.session_key END, 0),
+    COALESCE(l.token, f.token, 0)
+FROM (SELECT clock_timestamp() AS now) c
+LEFT JOIN ` + locksTable + ` l ON l.name = $1
+LEFT JOIN ` + fencesTable + ` f ON f.stripe = $2`
+
 var pgLimitSQL = limitSQL{
 	read:          `SELECT permits FROM ` + semaphoresTable + ` WHERE name = $1`,
 	readShared:    `SELECT permits FROM ` + semaphoresTable + ` WHERE name = $1 FOR SHARE`,
@@ -86,3 +98,7 @@ func (s pgKinds) rows(ctx context.Context, names []string) (map[string]kindRow, 
 }
 
 func (pgKinds) limitSQL() limitSQL { return pgLimitSQL }
+
+func (s pgKinds) writer(ctx context.Context, name string, stripe int64) (kindRow, error) {
+	return scanWriter(s.db.QueryRowContext(ctx, pgWriter, name, stripe))
+}

@@ -27,6 +27,10 @@ type kindsStore interface {
 	rows(ctx context.Context, names []string) (map[string]kindRow, error)
 	// limitSQL is the SQL of semaphores' recorded limits.
 	limitSQL() limitSQL
+	// writer reads the row name, on stripe, of a read/write lock's writer;
+	// the token of a name with no row is its stripe's counter (0 if none):
+	// the next row of the name starts above it.
+	writer(ctx context.Context, name string, stripe int64) (kindRow, error)
 }
 
 // kindRow is what the kinds read of a lock row.
@@ -145,6 +149,16 @@ func scanNames(rows *sql.Rows, err error) (map[string]bool, error) {
 		out[name] = true
 	}
 	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// scanWriter scans the row of kindsStore.writer: live, hold_count,
+// owner_host, owner_id, µs of lease left, trusted session key, token.
+func scanWriter(row *sql.Row) (kindRow, error) {
+	var r kindRow
+	var us int64
+	err := row.Scan(&r.live, &r.holdCount, &r.ownerHost, &r.ownerID, &us, &r.holder.key, &r.holder.token)
+	r.holder.remaining = time.Duration(us) * time.Microsecond
+	return r, err
 }
 
 // scanKindRows collects rows of name, live, hold_count, owner_host,
