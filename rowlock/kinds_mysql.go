@@ -56,7 +56,12 @@ var myLimitSQL = limitSQL{
 	update:        `UPDATE ` + semaphoresTable + ` SET permits = ?, changed_at = UTC_TIMESTAMP(6) WHERE name = ?`,
 	countLive: `SELECT count(*) FROM ` + locksTable + `
 WHERE expires_at > UTC_TIMESTAMP(6) AND name <> ? AND name IN (%s)`,
-	in: func(_, n int) string { return placeholders(n) },
+	in:   func(_, n int) string { return placeholders(n) },
+	scan: `SELECT name, permits FROM ` + semaphoresTable + ` WHERE name > ? ORDER BY name LIMIT ?`,
+	lockIdle: `SELECT permits FROM ` + semaphoresTable + `
+WHERE name = ? AND changed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+FOR UPDATE SKIP LOCKED`,
+	remove: `DELETE FROM ` + semaphoresTable + ` WHERE name = ?`,
 }
 
 func (s myKinds) rows(ctx context.Context, names []string) (map[string]kindRow, error) {

@@ -58,7 +58,12 @@ var pgLimitSQL = limitSQL{
 	update:        `UPDATE ` + semaphoresTable + ` SET permits = $1, changed_at = clock_timestamp() WHERE name = $2`,
 	countLive: `SELECT count(*) FROM ` + locksTable + `
 WHERE expires_at > clock_timestamp() AND name <> $1 AND name IN (%s)`,
-	in: pgPlaceholders,
+	in:   pgPlaceholders,
+	scan: `SELECT name, permits FROM ` + semaphoresTable + ` WHERE name > $1 ORDER BY name LIMIT $2`,
+	lockIdle: `SELECT permits FROM ` + semaphoresTable + `
+WHERE name = $1 AND changed_at < clock_timestamp() - $2::bigint * interval '1 microsecond'
+FOR UPDATE SKIP LOCKED`,
+	remove: `DELETE FROM ` + semaphoresTable + ` WHERE name = $1`,
 }
 
 // pgPlaceholders returns n placeholders numbered from first: "$3, $4".

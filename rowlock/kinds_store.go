@@ -64,6 +64,11 @@ type limitSQL struct {
 	countLive string
 	// in returns n placeholders numbered from first.
 	in func(first, n int) string
+	// scan lists (name, permits) of the next records after a name, in
+	// name order, at most a limit; lockIdle locks a name's record, if it
+	// was last written more than a grace (µs) ago and no acquirer has it
+	// locked (name, grace), returning its permits; remove deletes it.
+	scan, lockIdle, remove string
 }
 
 // kinds returns the Locker's kindsStore.

@@ -585,3 +585,94 @@ func TestSemaphoreSchemaMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepSemaphores: records of names with no permit held, written
+// longer ago than the grace, are deleted in batches; a record in use is
+// kept.
+func TestSweepSemaphores(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			// A schema of its own: a sweep reads the whole table.
+			own, _ := testdb.Isolated(t, tg, "sweep_semaphores", nil)
+			if err := migrations.Up(ctx, own.DB); err != nil {
+				t.Fatal(err)
+			}
+			l := newLocker(t, own.DB)
+			three := semaphore(t, l, 3)
+			busy, err := three.TryAcquire(ctx, "busy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var idle []string
+			for i := range 5 {
+				name := fmt.Sprintf("idle-%d", i)
+				k, err := three.TryAcquire(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				release(t, k)
+				idle = append(idle, name)
+			}
+			sweep := func(grace time.Duration) int {
+				total := 0
+				for after := ""; ; {
+					n, next, err := l.SweepSemaphores(ctx, grace, 2, after)
+					if err != nil {
+						t.Fatalf("SweepSemaphores after %q: %v", after, err)
+					}
+					total += n
+					if next == "" {
+						return total
+					}
+					if next <= after {
+						t.Fatalf("SweepSemaphores after %q returned %q: the position must move forward", after, next)
+					}
+					after = next
+				}
+			}
+			if n := sweep(time.Hour); n != 0 {
+				t.Fatalf("a sweep with an hour's grace deleted %d records written just now", n)
+			}
+			if n := sweep(0); n != len(idle) {
+				t.Fatalf("a sweep deleted %d records, want the %d idle ones", n, len(idle))
+			}
+			for _, name := range idle {
+				if got := recordedLimit(t, own, name); got != 0 {
+					t.Fatalf("idle %q kept its record (%d)", name, got)
+				}
+			}
+			if got := recordedLimit(t, own, "busy"); got != 3 || busy.Err() != nil {
+				t.Fatalf("the record in use: %d (holder's Err %v), want 3 kept", got, busy.Err())
+			}
+			// An idle name takes any limit, recorded again.
+			k, err := semaphore(t, l, 7).TryAcquire(ctx, idle[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			release(t, k)
+			if got := recordedLimit(t, own, idle[0]); got != 7 {
+				t.Fatalf("record after a sweep and a new acquisition: %d, want 7", got)
+			}
+			release(t, busy)
+
+			for _, c := range []struct {
+				name  string
+				ctx   context.Context
+				grace time.Duration
+				limit int
+				after string
+			}{
+				{"nil context", nil, 0, 10, ""},
+				{"negative grace", ctx, -time.Second, 10, ""},
+				{"zero limit", ctx, 0, 0, ""},
+				{"limit over MaxSweepBatch", ctx, 0, rowlock.MaxSweepBatch + 1, ""},
+				{"after too long", ctx, 0, 10, strings.Repeat("x", dblock.MaxNameLength+1)},
+			} {
+				if _, _, err := l.SweepSemaphores(c.ctx, c.grace, c.limit, c.after); !errors.Is(err, dblock.ErrInvalidOption) {
+					t.Errorf("%s: %v, want ErrInvalidOption", c.name, err)
+				}
+			}
+		})
+	}
+}
