@@ -24,7 +24,10 @@ type rowWait struct {
 	pacer pacer
 	// listening is true while the Locker's session listens for releases.
 	listening bool
-	timer     *time.Timer
+	// armed are the tokens of the holds whose release was asked to be
+	// announced, by name: a hold stays armed until its row changes hands.
+	armed map[string]int64
+	timer *time.Timer
 }
 
 // startRowWait puts a waiter on names; end takes it off.
@@ -100,6 +103,9 @@ func (rw *rowWait) pause(ctx context.Context, blockers []blocker) (time.Duration
 		if !notified {
 			break
 		}
+		if token, ok := rw.armed[b.name]; ok && token == b.h.token {
+			continue // asked already, of this very hold
+		}
 		armed, h, err := rw.askWake(ctx, b.name)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -111,6 +117,10 @@ func (rw *rowWait) pause(ctx context.Context, blockers []blocker) (time.Duration
 			return 0, nil // it came free (or lapsed) since the look
 		default:
 			blockers[i].h = h
+			if rw.armed == nil {
+				rw.armed = make(map[string]int64)
+			}
+			rw.armed[b.name] = h.token
 		}
 	}
 	var soonest time.Duration
