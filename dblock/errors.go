@@ -63,6 +63,15 @@ var (
 
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("dblock: locker closed")
+	// ErrLimitMismatch is returned when a semaphore is acquired with
+	// another limit than the one its holders use now: the limit of a name
+	// changes only while no one else holds a permit of it, never silently
+	// under them.
+	ErrLimitMismatch = errors.New("dblock: semaphore limit differs from the one its holders use")
+	// ErrUpgrade is returned when an owner that holds the read lock of a
+	// name asks for its write lock: the writer would wait for its own
+	// reader forever. Release the read lock first.
+	ErrUpgrade = errors.New("dblock: read lock held: it cannot be upgraded to the write lock")
 )
 
 // NameError reports a lock name that cannot be used, and why.

@@ -46,7 +46,7 @@ import (
 const MigrationsTable = "sqllock_schema_migrations"
 
 // Latest is the version Up migrates to.
-const Latest = 2
+const Latest = 3
 
 // lockTimeout is how long golang-migrate waits for the driver's Lock before
 // it gives up. It gives up by returning, not by stopping Lock, which goes on

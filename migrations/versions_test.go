@@ -22,6 +22,15 @@ func storedVersion(t *testing.T, db *sql.DB) (version int64, dirty bool) {
 	return version, dirty
 }
 
+// setStoredVersion writes MigrationsTable's row, clean, as it is.
+func setStoredVersion(t *testing.T, db *sql.DB, version int) error {
+	q := fmt.Sprintf(`UPDATE %s SET version = %d, dirty = false`, migrations.MigrationsTable, version)
+	if _, err := db.ExecContext(t.Context(), q); err != nil {
+		return fmt.Errorf("%s: %w", q, err)
+	}
+	return nil
+}
+
 // TestReplacedHistoryVersions: a database that the replaced migrations
 // left clean at their version 9 is at version 1 (the same tables): Up
 // migrates it on to Latest, and Down drops it. At any other of their versions,
@@ -70,9 +79,16 @@ func TestReplacedHistoryVersions(t *testing.T) {
 				}
 			}
 
-			q := fmt.Sprintf(`UPDATE %s SET version = %d, dirty = false`, migrations.MigrationsTable, migrations.HistoryLatest)
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
+			// Back to the tables the history's 9 left (version 1's), then
+			// its row: Down drops them all.
+			for _, step := range []func() error{
+				func() error { return setStoredVersion(t, db, migrations.Latest) },
+				func() error { return migrations.UpTo(ctx, db, tg.Dialect, 1) },
+				func() error { return setStoredVersion(t, db, migrations.HistoryLatest) },
+			} {
+				if err := step(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := migrations.Down(ctx, db); err != nil {
 				t.Fatalf("Down at the history's 9: %v", err)

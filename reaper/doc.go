@@ -1,6 +1,8 @@
 // Package reaper deletes what sqllock leaves behind in the database: lock
 // rows whose lease has lapsed (released locks keep their row, and crashed
-// holders leave theirs) and dead fair-queue waiters. It runs as a
+// holders leave theirs; semaphores' permits and read/write locks' holds
+// are lock rows too), the recorded limits of semaphores no one holds, and
+// dead fair-queue waiters. It runs as a
 // robfig/cron job in the application, or once with RunOnce (`sqllock reap`
 // does that from a shell or a crontab).
 //
@@ -12,10 +14,10 @@
 //	defer func() { <-r.Stop().Done() }()
 //
 // The reaper writes no SQL of its own: it works through the Locker it is
-// given, whose Sweep deletes lock rows and DeleteDeadWaiters dead waiters.
-// It logs to the Locker's logger (rowlock.WithLogger): each sweep that
-// deleted something at Info, one that deleted nothing at Debug, failures at
-// Error.
+// given, whose Sweep deletes lock rows, SweepSemaphores semaphores' limits
+// and DeleteDeadWaiters dead waiters. It logs to the Locker's logger
+// (rowlock.WithLogger): each sweep that deleted something at Info, one that
+// deleted nothing at Debug, failures at Error.
 //
 // Start it on every replica: a sweep first takes the reaper lock
 // (DefaultLockName) without waiting, so one replica sweeps at a time and the

@@ -44,6 +44,9 @@ type Result struct {
 	Locks int
 	// Waiters is the number of dead waiters deleted.
 	Waiters int
+	// Semaphores is the number of semaphore limits deleted: those of
+	// names with no permit held (rowlock.Locker.SweepSemaphores).
+	Semaphores int
 	// Skipped is true when another reaper held the reaper lock, so this
 	// one did nothing.
 	Skipped bool
@@ -83,7 +86,7 @@ func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 }
 
 // RunOnce sweeps now: it deletes lock rows whose lease lapsed more than the
-// grace ago, then dead waiters, in batches of one short transaction each,
+// grace ago, then the limits of idle semaphores, then dead waiters, in batches of one short transaction each,
 // until a batch comes back short. A live lock is never deleted, nor a
 // lingering one (released early under MinHold): both have leases in the
 // future by the database clock. Tokens of deleted rows are kept by
@@ -154,7 +157,7 @@ func (r *Reaper) scheduled(stop <-chan struct{}) {
 func (r *Reaper) sweep(ctx context.Context, stop <-chan struct{}) (Result, error) {
 	started := time.Now()
 	res, stopped, err := r.run(ctx, stop)
-	args := []any{"locks", res.Locks, "waiters", res.Waiters, "duration", time.Since(started)}
+	args := []any{"locks", res.Locks, "semaphores", res.Semaphores, "waiters", res.Waiters, "duration", time.Since(started)}
 	outcome := "swept"
 	switch {
 	case err != nil:
@@ -170,7 +173,7 @@ func (r *Reaper) sweep(ctx context.Context, stop <-chan struct{}) (Result, error
 		r.logger.Debug("reaper: skipped; another reaper is sweeping", "lock", r.cfg.lockName)
 	case stopped:
 		r.logger.Info("reaper: sweep stopped early", args...)
-	case res.Locks > 0 || res.Waiters > 0:
+	case res.Locks > 0 || res.Semaphores > 0 || res.Waiters > 0:
 		r.logger.Info("reaper: swept", args...)
 	default:
 		r.logger.Debug("reaper: swept", args...)
@@ -212,9 +215,10 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 // sweepHeld deletes, batch after batch, while guard (the reaper lock) is
 // held; it stops early when stop is closed, guard is lost or ctx ends.
 func (r *Reaper) sweepHeld(ctx context.Context, guard dblock.Lock, stop <-chan struct{}) (res Result, stopped bool, err error) {
-	// Lock rows are swept in one pass over the table, from name to name;
-	// dead waiters are deleted until a batch comes back short.
-	after := ""
+	// Lock rows, then semaphores' limits, are swept in one pass over their
+	// table, from name to name; dead waiters are deleted until a batch
+	// comes back short.
+	after, afterSemaphore := "", ""
 	phases := []struct {
 		deleted *int
 		batch   func() (n int, done bool, err error)
@@ -222,6 +226,11 @@ func (r *Reaper) sweepHeld(ctx context.Context, guard dblock.Lock, stop <-chan s
 		{&res.Locks, func() (int, bool, error) {
 			n, next, err := r.locker.Sweep(ctx, r.cfg.grace, r.cfg.batchSize, after)
 			after = next
+			return n, next == "", err
+		}},
+		{&res.Semaphores, func() (int, bool, error) {
+			n, next, err := r.locker.SweepSemaphores(ctx, r.cfg.grace, r.cfg.batchSize, afterSemaphore)
+			afterSemaphore = next
 			return n, next == "", err
 		}},
 		{&res.Waiters, func() (int, bool, error) {

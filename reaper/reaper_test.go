@@ -420,3 +420,43 @@ func waitDone(t *testing.T, ctx context.Context, within time.Duration) {
 		t.Fatalf("Stop's context not done within %v", within)
 	}
 }
+
+// TestSweepsIdleSemaphores: the limits recorded for semaphores no one
+// holds a permit of go; one in use stays.
+func TestSweepsIdleSemaphores(t *testing.T) {
+	for _, shared := range testdb.Targets(t) {
+		t.Run(shared.Name, func(t *testing.T) {
+			tg := isolated(t, shared, false)
+			ctx := t.Context()
+			l := newLocker(t, tg.DB)
+			sem, err := l.Semaphore(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy, err := sem.TryAcquire(ctx, "busy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = busy.Release(context.Background()) }()
+			for i := range 3 {
+				k, err := sem.TryAcquire(ctx, fmt.Sprintf("idle-%d", i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := k.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := newReaper(t, l, reaper.WithGrace(0), reaper.WithBatchSize(2)).RunOnce(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Semaphores != 3 {
+				t.Errorf("RunOnce = %+v, want the 3 idle semaphores' limits deleted", res)
+			}
+			if n := count(t, tg, `SELECT count(*) FROM dblock_semaphores WHERE name = ?`, "busy"); n != 1 {
+				t.Errorf("the limit of the semaphore in use: %d rows, want 1", n)
+			}
+		})
+	}
+}

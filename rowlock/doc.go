@@ -108,4 +108,16 @@
 // context's error. CheckHeld runs in the caller's transaction, which the
 // contention may have aborted: it does not retry, and reports that the hold
 // could not be proven as dblock.ErrLockLost.
+//
+// # More lock kinds
+//
+// Three kinds are built from several lock rows, so that leases, renewal,
+// fencing tokens, reentrancy, session markers and the reaper apply to each
+// row as to any lock: AcquireAll holds several names or none (taken in one
+// sorted order, so overlapping sets never deadlock); Semaphore hands out
+// at most N permits per name (N slot rows, the agreed N recorded in
+// dblock_semaphores); Readers and Writers are the two sides of read/write
+// locks (a writer row and MaxReaders reader rows; waiting writers are not
+// starved). Derived rows are named after the name, U+241F (␟) and a
+// suffix: do not give plain locks names containing it.
 package rowlock

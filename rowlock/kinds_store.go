@@ -1,0 +1,188 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// kindsStore is the SQL that the lock kinds built from several rows
+// (AcquireAll, Semaphore, read/write locks) need beside store's, per
+// dialect (kinds_postgres.go, kinds_mysql.go). The rows are taken, renewed
+// and released through store, like any lock.
+type kindsStore interface {
+	// ownerHolds returns which of names o holds now (a live lease, at
+	// least one hold).
+	ownerHolds(ctx context.Context, names []string, o dblock.Owner) (map[string]bool, error)
+	// dropHolds frees name if o holds it: every hold, at once. It undoes
+	// a take whose outcome its caller could not learn (its context ended
+	// or its connection failed while the statement ran) and that o did
+	// not hold before.
+	dropHolds(ctx context.Context, name string, o dblock.Owner) error
+	// rows reads those of names that have a row.
+	rows(ctx context.Context, names []string) (map[string]kindRow, error)
+	// limitSQL is the SQL of semaphores' recorded limits.
+	limitSQL() limitSQL
+	// writer reads the row name, on stripe, of a read/write lock's writer;
+	// the token of a name with no row is its stripe's counter (0 if none):
+	// the next row of the name starts above it.
+	writer(ctx context.Context, name string, stripe int64) (kindRow, error)
+}
+
+// kindRow is what the kinds read of a lock row.
+type kindRow struct {
+	// live: the lease has not lapsed, by the database clock. A live row
+	// with no holds is kept taken by MinHold.
+	live      bool
+	holdCount int
+	ownerHost string
+	ownerID   string
+	// holder is the lease left, the trusted session marker and the token.
+	holder holderInfo
+}
+
+// heldBy reports whether o holds the row now.
+func (r kindRow) heldBy(o dblock.Owner) bool {
+	return r.live && r.holdCount > 0 && r.ownerHost == o.Host && r.ownerID == o.ID
+}
+
+// limitSQL are the statements on dblock_semaphores. IN lists are %s, to be
+// filled with placeholders numbered from the position given.
+type limitSQL struct {
+	// read, readShared, readForUpdate read a name's permits: plainly,
+	// locked in shared mode, locked for update.
+	read, readShared, readForUpdate string
+	// insert writes a name's permits (name, permits); update changes
+	// them (permits, name).
+	insert, update string
+	// countLive counts the live rows among the IN list, but the one named
+	// by the first parameter; the list starts at the second.
+	countLive string
+	// in returns n placeholders numbered from first.
+	in func(first, n int) string
+	// scan lists (name, permits) of the next records after a name, in
+	// name order, at most a limit; lockIdle locks a name's record, if it
+	// was last written more than a grace (µs) ago and no acquirer has it
+	// locked (name, grace), returning its permits; remove deletes it.
+	scan, lockIdle, remove string
+}
+
+// kinds returns the Locker's kindsStore.
+func (l *Locker) kinds() kindsStore {
+	if l.cfg.dialect == dblock.Postgres {
+		return pgKinds{db: l.db}
+	}
+	return myKinds{db: l.db}
+}
+
+// semaphoresTable records the limits of semaphores (migration 3).
+const semaphoresTable = "dblock_semaphores"
+
+// ensureLimit checks, once the caller holds the slot own of semaphore name,
+// that its limit is the one recorded, recording it when there is none, or
+// when no slot of the name is held by anyone else (slotsOf(n) are the
+// slots of limit n; those of the larger limit are counted). It runs in one READ COMMITTED transaction: the record is
+// read in shared mode, so that acquirers with the same limit do not wait
+// for one another, and locked for update only to change it, after which
+// the slots are counted by a statement of its own, which sees every slot
+// taken before the lock was granted. An acquirer that took its slot later
+// reads the record only once the change has committed, and finds it no
+// longer agrees. So holders that have passed this check never disagree
+// about the limit. It returns the limit recorded and, when that is not
+// limit, how many slots others hold.
+func ensureLimit(ctx context.Context, db *sql.DB, q limitSQL, name string, limit int, slotsOf func(limit int) []string, own string) (recorded, inUse int, err error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		if err != nil || recorded != limit {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	err = tx.QueryRowContext(ctx, q.readShared, name).Scan(&recorded)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// A concurrent insert makes this one a unique violation, which
+		// is contention: the caller runs the transaction again.
+		if _, err := tx.ExecContext(ctx, q.insert, name, limit); err != nil {
+			return 0, 0, err
+		}
+		return limit, 0, tx.Commit()
+	case err != nil:
+		return 0, 0, err
+	case recorded == limit:
+		return limit, 0, tx.Commit()
+	}
+	if err := tx.QueryRowContext(ctx, q.readForUpdate, name).Scan(&recorded); err != nil {
+		return 0, 0, err
+	}
+	if recorded == limit {
+		return limit, 0, tx.Commit()
+	}
+	// Placeholders only are spliced in; the names are arguments.
+	slots := slotsOf(max(limit, recorded))
+	count := strings.Replace(q.countLive, "%s", q.in(2, len(slots)), 1)
+	if err := tx.QueryRowContext(ctx, count, withNames([]any{own}, slots)...).Scan(&inUse); err != nil {
+		return 0, 0, err
+	}
+	if inUse > 0 {
+		return recorded, inUse, nil
+	}
+	if _, err := tx.ExecContext(ctx, q.update, limit, name); err != nil {
+		return 0, 0, err
+	}
+	return limit, 0, tx.Commit()
+}
+
+// scanNames collects the first column of rows.
+func scanNames(rows *sql.Rows, err error) (map[string]bool, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		out[name] = true
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// scanWriter scans the row of kindsStore.writer: live, hold_count,
+// owner_host, owner_id, µs of lease left, trusted session key, token.
+func scanWriter(row *sql.Row) (kindRow, error) {
+	var r kindRow
+	var us int64
+	err := row.Scan(&r.live, &r.holdCount, &r.ownerHost, &r.ownerID, &us, &r.holder.key, &r.holder.token)
+	r.holder.remaining = time.Duration(us) * time.Microsecond
+	return r, err
+}
+
+// scanKindRows collects rows of name, live, hold_count, owner_host,
+// owner_id, µs of lease left, trusted session key, token.
+func scanKindRows(rows *sql.Rows, err error) (map[string]kindRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]kindRow{}
+	for rows.Next() {
+		var name string
+		var r kindRow
+		var us int64
+		if err := rows.Scan(&name, &r.live, &r.holdCount, &r.ownerHost, &r.ownerID, &us, &r.holder.key, &r.holder.token); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		r.holder.remaining = time.Duration(us) * time.Microsecond
+		out[name] = r
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}

@@ -1,0 +1,429 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
+)
+
+// MaxReaders is how many owners can hold the read lock of one name at
+// once; more wait for one of them to leave. It is part of the on-disk
+// format (every process must look at the same reader rows), so it never
+// changes.
+const MaxReaders = 64
+
+// writerRow is the row of the writer of read/write lock name; readerRow
+// is reader slot i.
+func writerRow(name string) string { return name + kindSeparator + "w" }
+
+func readerRow(name string, i int) string { return name + kindSeparator + "r" + strconv.Itoa(i) }
+
+// RWLocker is one side of the Locker's read/write locks: Readers take
+// shared holds of a name, Writers exclusive ones. A name held by a writer
+// has no other holder, reader or writer; held by readers, it admits more
+// readers (up to MaxReaders owners). Both sides implement dblock.Locker,
+// so dblock.Do and the packages built on a Locker work with either. The
+// names are their own namespace: read/write lock "x" is not the lock "x"
+// of Locker.Acquire, nor semaphore "x".
+//
+// Rows: the writer holds one row (the name, kindSeparator, "w") and each
+// reader one of MaxReaders reader rows ("r" and a slot number), each a
+// lock with its own lease, renewal and session marker: a dead reader or
+// writer is passed over within the crash grace or its lease, and the
+// reaper sweeps lapsed rows.
+//
+// Policy: writers are not starved. A writer first takes the writer row
+// (writers queue for it as for any lock, fairly with dblock.Fair), then
+// waits for the readers in place to leave; a reader takes a reader row and
+// then checks the writer row, and backs off when a writer holds it. So
+// once a writer is waiting, new readers wait behind it: a stream of
+// readers cannot hold a writer off, but a stream of writers can hold
+// readers off. (Each side checks the other after making its own row
+// visible, so of a reader and a writer that arrive together at least one
+// sees the other: never both pass.)
+//
+// Reentrancy, by owner (the one ctx carries): a writer may read, and
+// reading under the write lock re-enters the writer row (the read holds
+// it until released too); a writer may write again (re-entered); a reader
+// may read again, at once even while a writer waits for it. A reader that
+// asks to write gets dblock.ErrUpgrade, at once, holding nothing new:
+// waiting would deadlock on itself. Upgrade by releasing the read lock,
+// then acquiring the write lock.
+//
+// Fencing tokens: a writer's token is its row's, above every token
+// handed out for the name before it, read or write. A reader's is the
+// writer row's token when it was admitted (the last writer's), so readers
+// between two writers share it; re-entered with its hold's Context a read
+// keeps its token. Both sides' holds implement dblock.Fencer.
+type RWLocker struct {
+	l         *Locker
+	exclusive bool
+}
+
+var _ dblock.Locker = (*RWLocker)(nil)
+
+// Readers is the shared side of the Locker's read/write locks.
+func (l *Locker) Readers() *RWLocker { return &RWLocker{l: l} }
+
+// Writers is the exclusive side of the Locker's read/write locks.
+func (l *Locker) Writers() *RWLocker { return &RWLocker{l: l, exclusive: true} }
+
+// Acquire waits until the read (Readers) or write (Writers) lock of name
+// is held, or ctx ends (the error then joins dblock.ErrNotAcquired and
+// ctx.Err()). The lock it returns is an *RWLock. Errors: dblock.ErrUpgrade
+// when a reader asks to write; dblock.ErrInvalidName (a name too long to
+// derive its rows' names from, too), dblock.ErrInvalidOption (dblock.Fair
+// for readers), dblock.ErrClosed, dblock.ErrSchemaMissing, or a driver
+// error.
+func (rw *RWLocker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	k, err := rw.acquire(ctx, name, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// TryAcquire takes the read or write lock of name if it can at once, and
+// returns dblock.ErrNotAcquired otherwise. Other errors as Acquire.
+func (rw *RWLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	k, err := rw.acquire(ctx, name, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*RWLock, error) {
+	if err := lockkit.CheckContext(ctx); err != nil {
+		return nil, fmt.Errorf("rowlock: %w", err)
+	}
+	if rw.l.closed.Load() {
+		return nil, dblock.ErrClosed
+	}
+	if err := checkKindName(name, readerRow(name, MaxReaders-1), "read/write lock"); err != nil {
+		return nil, err
+	}
+	o, err := lockkit.ResolveOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if o.Fair && !rw.exclusive {
+		return nil, &dblock.OptionError{Option: "Fair", Reason: "readers do not queue; writers may"}
+	}
+	// A read re-entered with its hold's Context keeps its token.
+	readToken, hasToken := ctx.Value(readTokenKey{name}).(int64)
+	ctx, owner, carried, err := withOneOwner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(dblock.ErrNotAcquired, err)
+	}
+	t := &rwTry{l: rw.l, name: name, opts: opts, owner: owner, carried: carried, w: writerRow(name)}
+	if hasToken {
+		t.readToken = &readToken
+	}
+	t.readers = make([]string, MaxReaders)
+	for i := range t.readers {
+		t.readers[i] = readerRow(name, i)
+	}
+	t.all = append([]string{t.w}, t.readers...)
+	defer t.endWait()
+	if rw.exclusive {
+		return t.write(ctx, wait)
+	}
+	return t.read(ctx, wait)
+}
+
+// readTokenKey is the key under which a read hold's Context carries its
+// token, for re-entry.
+type readTokenKey struct{ name string }
+
+// rwTry is one acquisition of a read/write lock.
+type rwTry struct {
+	l       *Locker
+	name    string
+	opts    []dblock.Option
+	owner   dblock.Owner
+	carried bool
+	w       string   // the writer row
+	readers []string // the reader rows
+	all     []string // both
+	// readToken is the token of the read hold whose Context the
+	// acquisition was made with, if any.
+	readToken *int64
+	// waiting is the current wait, on the rows of waitingOn.
+	waiting   *rowWait
+	waitingOn string
+}
+
+// wait waits on the rows names (named what, for telling waits apart)
+// until blockers may have changed.
+func (t *rwTry) wait(ctx context.Context, what string, names []string, blockers []blocker) error {
+	if t.waitingOn != what {
+		t.endWait()
+		// Registered after the look that found the blockers: the next
+		// look, at once, sees a release in between.
+		t.waiting, t.waitingOn = t.l.startRowWait(names), what
+		return nil
+	}
+	return t.waiting.wait(ctx, blockers)
+}
+
+func (t *rwTry) endWait() {
+	if t.waiting != nil {
+		t.waiting.end()
+		t.waiting, t.waitingOn = nil, ""
+	}
+}
+
+// read takes a read hold.
+func (t *rwTry) read(ctx context.Context, wait bool) (*RWLock, error) {
+	for {
+		k, blockers, byWriter, err := t.readOnce(ctx)
+		if err != nil || k != nil {
+			return k, err
+		}
+		if !wait {
+			return nil, dblock.ErrNotAcquired
+		}
+		what, names := "readers", t.readers
+		if byWriter {
+			what, names = "writer", []string{t.w}
+		}
+		if err := t.wait(ctx, what, names, blockers); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readOnce looks at the rows and tries to read. It returns the hold, or
+// what is in the way: the writer (byWriter), or every reader row.
+func (t *rwTry) readOnce(ctx context.Context) (_ *RWLock, _ []blocker, byWriter bool, _ error) {
+	rows, err := t.l.kinds().rows(ctx, t.all)
+	if err != nil {
+		return nil, nil, false, t.dbError(ctx, err)
+	}
+	w := rows[t.w]
+	if t.carried && w.heldBy(t.owner) {
+		// A writer may read: under its own write lock.
+		k, err := t.take(ctx, t.w, true)
+		switch {
+		case err != nil:
+			return nil, nil, false, err
+		case k != nil:
+			return t.hold(k, k.Token(), false), nil, false, nil
+		}
+		return nil, nil, false, nil // released since the look: look again
+	}
+	var free []string
+	for _, name := range t.readers {
+		r, exists := rows[name]
+		switch {
+		case t.carried && r.heldBy(t.owner):
+			// A reader may read again, writer waiting or not.
+			k, err := t.take(ctx, name, true)
+			switch {
+			case err != nil:
+				return nil, nil, false, err
+			case k != nil:
+				return t.admit(ctx, k, true)
+			}
+		case !exists || !r.live:
+			free = append(free, name)
+		}
+	}
+	if w.live {
+		// A writer holds the lock, or waits for the readers to leave.
+		return nil, []blocker{{name: t.w, h: w.holder}}, true, nil
+	}
+	rand.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
+	for _, name := range free {
+		k, err := t.take(ctx, name, false)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if k != nil {
+			return t.admit(ctx, k, false)
+		}
+	}
+	var blockers []blocker
+	for _, name := range t.readers {
+		if r := rows[name]; r.live {
+			blockers = append(blockers, blocker{name: name, h: r.holder})
+		}
+	}
+	return nil, blockers, false, nil
+}
+
+// admit checks, once the reader holds reader row k, that no writer has
+// taken the writer row meanwhile; a new reader that finds one gives k
+// back and waits for it, a re-entered one stays (the writer waits for its
+// outer hold anyway).
+func (t *rwTry) admit(ctx context.Context, k *Lock, reentered bool) (*RWLock, []blocker, bool, error) {
+	w, err := t.l.kinds().writer(ctx, t.w, stripeOf(t.w))
+	if err != nil {
+		t.l.giveBack(ctx, []*Lock{k})
+		return nil, nil, false, t.dbError(ctx, err)
+	}
+	token := w.holder.token
+	switch {
+	case reentered && t.readToken != nil:
+		token = *t.readToken
+	case !w.live || w.heldBy(t.owner):
+	case reentered:
+		// The writer row is taken by a writer that waits for this owner:
+		// the token before its own (a takeover adds one), so that its
+		// token stays above every reader's.
+		token--
+	default:
+		t.l.giveBack(ctx, []*Lock{k})
+		return nil, []blocker{{name: t.w, h: w.holder}}, true, nil
+	}
+	return t.hold(k, token, false), nil, false, nil
+}
+
+// write takes the write hold: the writer row, then the readers' leave.
+func (t *rwTry) write(ctx context.Context, wait bool) (*RWLock, error) {
+	rows, err := t.l.kinds().rows(ctx, t.all)
+	if err != nil {
+		return nil, t.dbError(ctx, err)
+	}
+	if t.carried && t.readsItself(rows) {
+		return nil, t.upgradeError()
+	}
+	k, err := t.l.takeRow(ctx, t.w, t.opts, wait, t.owner, rows[t.w].heldBy(t.owner))
+	if err != nil {
+		return nil, err
+	}
+	for {
+		rows, err := t.l.kinds().rows(ctx, t.readers)
+		if err != nil {
+			t.l.giveBack(ctx, []*Lock{k})
+			return nil, t.dbError(ctx, err)
+		}
+		if t.carried && t.readsItself(rows) {
+			// It began to read since the first look.
+			t.l.giveBack(ctx, []*Lock{k})
+			return nil, t.upgradeError()
+		}
+		var blockers []blocker
+		for _, name := range t.readers {
+			if r := rows[name]; r.live {
+				blockers = append(blockers, blocker{name: name, h: r.holder})
+			}
+		}
+		if len(blockers) == 0 {
+			if err := k.Err(); err != nil {
+				t.l.giveBack(ctx, []*Lock{k})
+				return nil, fmt.Errorf("rowlock: write lock %q: %w", t.name, err)
+			}
+			return t.hold(k, k.Token(), true), nil
+		}
+		if !wait {
+			t.l.giveBack(ctx, []*Lock{k})
+			return nil, dblock.ErrNotAcquired
+		}
+		if err := t.wait(ctx, "readers", t.readers, blockers); err != nil {
+			t.l.giveBack(ctx, []*Lock{k})
+			return nil, err
+		}
+	}
+}
+
+// readsItself reports whether the owner holds a reader row.
+func (t *rwTry) readsItself(rows map[string]kindRow) bool {
+	for _, name := range t.readers {
+		if rows[name].heldBy(t.owner) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *rwTry) upgradeError() error {
+	return fmt.Errorf("rowlock: write lock %q: %w", t.name, dblock.ErrUpgrade)
+}
+
+// take tries the row name once; nil and no error when someone else has it.
+func (t *rwTry) take(ctx context.Context, name string, ownerHeld bool) (*Lock, error) {
+	k, err := t.l.takeRow(ctx, name, t.opts, false, t.owner, ownerHeld)
+	switch {
+	case err == nil:
+		return k, nil
+	case errors.Is(err, dblock.ErrNotAcquired) && ctx.Err() == nil:
+		return nil, nil
+	}
+	return nil, cutShort(ctx, err)
+}
+
+func (t *rwTry) dbError(ctx context.Context, err error) error {
+	return cutShort(ctx, lockkit.WrapDBError("rowlock: read/write lock "+strconv.Quote(t.name), err))
+}
+
+// hold makes the handle of row k.
+func (t *rwTry) hold(k *Lock, token int64, exclusive bool) *RWLock {
+	h := &RWLock{k: k, name: t.name, token: token, exclusive: exclusive, ctx: k.Context()}
+	if !exclusive {
+		h.ctx = context.WithValue(k.Context(), readTokenKey{t.name}, token)
+	}
+	return h
+}
+
+var (
+	_ dblock.Lock   = (*RWLock)(nil)
+	_ dblock.Fencer = (*RWLock)(nil)
+)
+
+// RWLock is a read or write hold of a read/write lock (see RWLocker). It
+// is safe for concurrent use.
+type RWLock struct {
+	k         *Lock
+	name      string
+	token     int64
+	exclusive bool
+	ctx       context.Context
+}
+
+// Name is the read/write lock's name.
+func (h *RWLock) Name() string { return h.name }
+
+// Exclusive is true for a write hold.
+func (h *RWLock) Exclusive() bool { return h.exclusive }
+
+// Token is the fencing token (see RWLocker): a writer's is above every
+// token handed out for the name before it; a reader's is the last
+// writer's.
+func (h *RWLock) Token() int64 { return h.token }
+
+// Owner is who holds the lock.
+func (h *RWLock) Owner() dblock.Owner { return h.k.Owner() }
+
+// Context carries the owner (and a read's token) and is canceled when the
+// hold is released or lost; context.Cause tells which.
+func (h *RWLock) Context() context.Context { return h.ctx }
+
+// Done is closed when the hold is released or lost.
+func (h *RWLock) Done() <-chan struct{} { return h.k.Done() }
+
+// Err is nil while held; see Lock.Err.
+func (h *RWLock) Err() error { return h.k.Err() }
+
+// Refresh renews the hold's lease now; see Lock.Refresh.
+func (h *RWLock) Refresh(ctx context.Context) error { return h.k.Refresh(ctx) }
+
+// Release gives the hold up; see Lock.Release. A writer's release lets
+// readers and writers in; a reader's lets a waiting writer in once the
+// last reader has left.
+func (h *RWLock) Release(ctx context.Context) error { return h.k.Release(ctx) }
+
+// CheckHeld proves inside tx that the hold is still current, and keeps its
+// row from being taken until tx ends: a writer's, that no one else holds
+// the lock; a reader's, that no writer does. See Lock.CheckHeld.
+func (h *RWLock) CheckHeld(ctx context.Context, tx *sql.Tx) error { return h.k.CheckHeld(ctx, tx) }

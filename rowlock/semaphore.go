@@ -1,0 +1,329 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
+)
+
+// MaxSemaphoreLimit is the largest limit of a Semaphore.
+const MaxSemaphoreLimit = 1000
+
+// kindSeparator joins a name to the suffix of the rows a lock kind derives
+// from it: U+241F SYMBOL FOR UNIT SEPARATOR, printable, so the rows read
+// well in listings (sqllock status), and unlikely in names. Do not give
+// plain locks names that contain it.
+const kindSeparator = "␟"
+
+// slotName is the row of permit slot i of semaphore name.
+func slotName(name string, i int) string { return name + kindSeparator + "s" + strconv.Itoa(i) }
+
+// Semaphore hands out, for each name, at most Limit permits at a time:
+// counting semaphores across processes, each permit a lock of its own.
+// Acquire and TryAcquire take one; it implements dblock.Locker, so
+// dblock.Do and the packages built on a Locker work with it. Get one with
+// Locker.Semaphore; it is a value over its Locker and costs nothing to
+// keep.
+//
+// Each permit is one of Limit rows of the lock table (slots, named after
+// the semaphore's name, kindSeparator, "s" and the slot number), with its
+// own lease, renewal, fencing token and session marker, exactly as a lock
+// of Locker.Acquire: a holder that dies gives its permit back within the
+// crash grace or its lease, and the reaper deletes lapsed slot rows. The
+// limit its holders use is recorded in the table dblock_semaphores
+// (migration 3): asking with another limit while others hold permits is
+// dblock.ErrLimitMismatch; the limit changes only while no one else holds
+// a permit of the name.
+//
+// An owner holds at most one permit of a name: acquiring again with a
+// context whose owner holds one (the permit's Context, say) re-enters that
+// permit, as Acquire re-enters a lock, instead of taking a second (which,
+// at the limit, would wait forever for itself).
+//
+// Waiting: a waiter looks at every slot of the name with one statement,
+// tries the free ones, and otherwise sleeps until a slot is released (in
+// this process, or announced by NOTIFY on PostgreSQL), its holder's
+// session ends, or the next poll, as Acquire's waiters do. Semaphores do
+// not queue fairly: dblock.Fair is dblock.ErrInvalidOption.
+type Semaphore struct {
+	l     *Locker
+	limit int
+}
+
+var _ dblock.Locker = (*Semaphore)(nil)
+
+// Semaphore returns the semaphores of limit permits per name (1 to
+// MaxSemaphoreLimit) of the Locker's database. Errors:
+// dblock.ErrInvalidOption for a limit out of range.
+func (l *Locker) Semaphore(limit int) (*Semaphore, error) {
+	if limit < 1 || limit > MaxSemaphoreLimit {
+		return nil, fmt.Errorf("rowlock: %w", &dblock.OptionError{
+			Option: "limit", Reason: fmt.Sprintf("must be 1 to %d, got %d", MaxSemaphoreLimit, limit)})
+	}
+	return &Semaphore{l: l, limit: limit}, nil
+}
+
+// Limit is the number of permits per name.
+func (s *Semaphore) Limit() int { return s.limit }
+
+// Acquire waits until it holds a permit of name or ctx ends (the error then
+// joins dblock.ErrNotAcquired and ctx.Err()). The lock it returns is a
+// *Permit. Errors: dblock.ErrLimitMismatch when name's holders use another
+// limit; dblock.ErrInvalidName (a name too long to derive its slots' names
+// from, too), dblock.ErrInvalidOption, dblock.ErrClosed,
+// dblock.ErrSchemaMissing (migration 3 has not run), or a driver error.
+func (s *Semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	p, err := s.acquire(ctx, name, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// TryAcquire takes a permit of name if one is free (or the owner in ctx
+// holds one), and returns dblock.ErrNotAcquired at once otherwise. Other
+// errors as Acquire.
+func (s *Semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	p, err := s.acquire(ctx, name, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*Permit, error) {
+	if err := lockkit.CheckContext(ctx); err != nil {
+		return nil, fmt.Errorf("rowlock: %w", err)
+	}
+	if s.l.closed.Load() {
+		return nil, dblock.ErrClosed
+	}
+	if err := checkKindName(name, slotName(name, s.limit-1), "semaphore"); err != nil {
+		return nil, err
+	}
+	o, err := lockkit.ResolveOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if o.Fair {
+		return nil, &dblock.OptionError{Option: "Fair", Reason: "semaphores do not queue fairly"}
+	}
+	ctx, owner, carried, err := withOneOwner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(dblock.ErrNotAcquired, err)
+	}
+	t := semTry{s: s, name: name, opts: opts, owner: owner, carried: carried}
+	t.slots = t.slotsOf(s.limit)
+	var rw *rowWait
+	defer func() {
+		if rw != nil {
+			rw.end()
+		}
+	}()
+	for {
+		p, blockers, err := t.once(ctx)
+		if err != nil || p != nil {
+			return p, err
+		}
+		if !wait {
+			return nil, dblock.ErrNotAcquired
+		}
+		if rw == nil {
+			// Registered after the first look: a release in between is
+			// seen by the next look, which comes at once.
+			rw = s.l.startRowWait(t.slots)
+			continue
+		}
+		if err := rw.wait(ctx, blockers); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// checkKindName checks the name of a lock kind, and that longest, the
+// longest name of the rows it derives, fits in the table.
+func checkKindName(name, longest, kind string) error {
+	if err := lockkit.ValidateName(name); err != nil {
+		return err
+	}
+	if len(longest) > dblock.MaxNameLength {
+		return &dblock.NameError{Name: name, Reason: fmt.Sprintf("too long for a %s: its rows' names would exceed %d bytes (at most %d bytes here)",
+			kind, dblock.MaxNameLength, dblock.MaxNameLength-(len(longest)-len(name)))}
+	}
+	return nil
+}
+
+// semTry is one Acquire or TryAcquire of a permit.
+type semTry struct {
+	s       *Semaphore
+	name    string
+	opts    []dblock.Option
+	owner   dblock.Owner
+	carried bool
+	slots   []string
+	// checked is set once the recorded limit has been compared after a
+	// look that found every slot held.
+	checked bool
+}
+
+// once looks at the slots and tries to take one: the owner's own, or a
+// free one. It returns the permit, or the slots in the way.
+func (t *semTry) once(ctx context.Context) (*Permit, []blocker, error) {
+	l := t.s.l
+	rows, err := l.kinds().rows(ctx, t.slots)
+	if err != nil {
+		return nil, nil, cutShort(ctx, lockkit.WrapDBError("rowlock: semaphore "+strconv.Quote(t.name), err))
+	}
+	var free []int
+	for i, slot := range t.slots {
+		r, exists := rows[slot]
+		switch {
+		case t.carried && r.heldBy(t.owner):
+			// One permit per owner: re-enter it.
+			if p, err := t.take(ctx, i, true); p != nil || err != nil {
+				return p, nil, err
+			}
+		case !exists || !r.live:
+			free = append(free, i)
+		}
+	}
+	// In random order, so that contenders spread over the free slots.
+	rand.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
+	for _, i := range free {
+		if p, err := t.take(ctx, i, false); p != nil || err != nil {
+			return p, nil, err
+		}
+	}
+	if !t.checked {
+		// Everything is held: by holders of another limit, maybe, which
+		// it would be pointless to wait for.
+		t.checked = true
+		if err := t.checkLimit(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	var blockers []blocker
+	for _, slot := range t.slots {
+		if r := rows[slot]; r.live {
+			blockers = append(blockers, blocker{name: slot, h: r.holder})
+		}
+	}
+	return nil, blockers, nil
+}
+
+// take tries slot i; nil and no error when someone else has it.
+func (t *semTry) take(ctx context.Context, i int, ownerHeld bool) (*Permit, error) {
+	l := t.s.l
+	k, err := l.takeRow(ctx, t.slots[i], t.opts, false, t.owner, ownerHeld)
+	switch {
+	case err == nil:
+	case errors.Is(err, dblock.ErrNotAcquired) && ctx.Err() == nil:
+		return nil, nil
+	default:
+		return nil, cutShort(ctx, err)
+	}
+	var recorded, inUse int
+	err = lockkit.RetryContentionUntilDone(ctx, func() (err error) {
+		recorded, inUse, err = ensureLimit(ctx, l.db, l.kinds().limitSQL(), t.name, t.s.limit, t.slotsOf, t.slots[i])
+		return err
+	})
+	if err == nil && recorded != t.s.limit {
+		err = fmt.Errorf("rowlock: semaphore %q: %w: asked for %d permits, its holders use %d (%d held)",
+			t.name, dblock.ErrLimitMismatch, t.s.limit, recorded, inUse)
+	}
+	if err != nil {
+		l.giveBack(ctx, []*Lock{k})
+		if errors.Is(err, dblock.ErrLimitMismatch) {
+			return nil, err
+		}
+		return nil, cutShort(ctx, lockkit.WrapDBError("rowlock: semaphore "+strconv.Quote(t.name), err))
+	}
+	return &Permit{k: k, name: t.name, slot: i}, nil
+}
+
+// slotsOf are the slots of name under a limit of n.
+func (t *semTry) slotsOf(n int) []string {
+	if n == len(t.slots) {
+		return t.slots
+	}
+	slots := make([]string, n)
+	for i := range slots {
+		slots[i] = slotName(t.name, i)
+	}
+	return slots
+}
+
+// checkLimit fails with dblock.ErrLimitMismatch when the recorded limit is
+// not the semaphore's.
+func (t *semTry) checkLimit(ctx context.Context) error {
+	var recorded int
+	err := t.s.l.db.QueryRowContext(ctx, t.s.l.kinds().limitSQL().read, t.name).Scan(&recorded)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return cutShort(ctx, lockkit.WrapDBError("rowlock: semaphore "+strconv.Quote(t.name), err))
+	case recorded != t.s.limit:
+		return fmt.Errorf("rowlock: semaphore %q: %w: asked for %d permits, its holders use %d",
+			t.name, dblock.ErrLimitMismatch, t.s.limit, recorded)
+	}
+	return nil
+}
+
+var (
+	_ dblock.Lock   = (*Permit)(nil)
+	_ dblock.Fencer = (*Permit)(nil)
+)
+
+// Permit is one permit of a Semaphore: one slot row held, with its own
+// lease, renewal and fencing token. It is safe for concurrent use.
+type Permit struct {
+	k    *Lock
+	name string
+	slot int
+}
+
+// Name is the semaphore's name.
+func (p *Permit) Name() string { return p.name }
+
+// Slot is the permit's slot, 0 to the limit - 1: holders at the same time
+// have different slots.
+func (p *Permit) Slot() int { return p.slot }
+
+// Token is the fencing token of the permit's slot: it grows strictly from
+// holder to holder of the slot (not across slots, whose holders do not
+// exclude one another).
+func (p *Permit) Token() int64 { return p.k.Token() }
+
+// Owner is who holds the permit.
+func (p *Permit) Owner() dblock.Owner { return p.k.Owner() }
+
+// Context carries the owner and is canceled when the permit is released or
+// lost; context.Cause tells which.
+func (p *Permit) Context() context.Context { return p.k.Context() }
+
+// Done is closed when the permit is released or lost.
+func (p *Permit) Done() <-chan struct{} { return p.k.Done() }
+
+// Err is nil while the permit is held; see Lock.Err.
+func (p *Permit) Err() error { return p.k.Err() }
+
+// Refresh renews the permit's lease now; see Lock.Refresh.
+func (p *Permit) Refresh(ctx context.Context) error { return p.k.Refresh(ctx) }
+
+// Release gives the permit back (one hold of it, when re-entered); see
+// Lock.Release.
+func (p *Permit) Release(ctx context.Context) error { return p.k.Release(ctx) }
+
+// CheckHeld proves inside tx that the permit is still held; see
+// Lock.CheckHeld.
+func (p *Permit) CheckHeld(ctx context.Context, tx *sql.Tx) error { return p.k.CheckHeld(ctx, tx) }
