@@ -2,14 +2,13 @@ package rowlock
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 
 	"github.com/sqllock/sqllock/dblock"
 )
 
 // myKinds is kindsStore on MySQL and MariaDB.
-type myKinds struct{ db *sql.DB }
+type myKinds struct{ db runner }
 
 const (
 	// myOwnerHolds: owner_host, owner_id, then the names.

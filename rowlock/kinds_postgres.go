@@ -2,7 +2,6 @@ package rowlock
 
 import (
 	"context"
-	"database/sql"
 	"strconv"
 	"strings"
 
@@ -10,7 +9,7 @@ import (
 )
 
 // pgKinds is kindsStore on PostgreSQL.
-type pgKinds struct{ db *sql.DB }
+type pgKinds struct{ db runner }
 
 const (
 	// pgOwnerHolds: $1 owner_host, $2 owner_id, then the names.

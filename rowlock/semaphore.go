@@ -233,7 +233,7 @@ func (t *semTry) take(ctx context.Context, i int, ownerHeld bool) (*Permit, erro
 	}
 	var recorded, inUse int
 	err = lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-		recorded, inUse, err = ensureLimit(ctx, l.db, l.kinds().limitSQL(), t.name, t.s.limit, t.slotsOf, t.slots[i])
+		recorded, inUse, err = ensureLimit(ctx, l.runner(), l.kinds().limitSQL(), t.name, t.s.limit, t.slotsOf, t.slots[i])
 		return err
 	})
 	if err == nil && recorded != t.s.limit {
@@ -266,7 +266,7 @@ func (t *semTry) slotsOf(n int) []string {
 // not the semaphore's.
 func (t *semTry) checkLimit(ctx context.Context) error {
 	var recorded int
-	err := t.s.l.db.QueryRowContext(ctx, t.s.l.kinds().limitSQL().read, t.name).Scan(&recorded)
+	err := t.s.l.runner().QueryRowContext(ctx, t.s.l.kinds().limitSQL().read, t.name).Scan(&recorded)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil

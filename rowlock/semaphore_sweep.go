@@ -42,7 +42,7 @@ func (l *Locker) SweepSemaphores(ctx context.Context, grace time.Duration, limit
 	q := l.kinds().limitSQL()
 	var names []string
 	err = lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-		names, err = scanRecords(l.db.QueryContext(ctx, q.scan, after, limit))
+		names, err = scanRecords(l.runner().QueryContext(ctx, q.scan, after, limit))
 		return err
 	})
 	if err != nil {
@@ -51,7 +51,7 @@ func (l *Locker) SweepSemaphores(ctx context.Context, grace time.Duration, limit
 	for _, name := range names {
 		var gone bool
 		err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-			gone, err = deleteIdleRecord(ctx, l.db, q, name, grace)
+			gone, err = deleteIdleRecord(ctx, l.runner(), q, name, grace)
 			return err
 		})
 		if err != nil {
@@ -88,7 +88,7 @@ func scanRecords(rows *sql.Rows, err error) ([]string, error) {
 // deleteIdleRecord deletes name's record if it is idle (see
 // SweepSemaphores), in one READ COMMITTED transaction: lock it, count its
 // held slots with a statement of its own, delete it.
-func deleteIdleRecord(ctx context.Context, db *sql.DB, q limitSQL, name string, grace time.Duration) (gone bool, err error) {
+func deleteIdleRecord(ctx context.Context, db runner, q limitSQL, name string, grace time.Duration) (gone bool, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return false, err
@@ -99,7 +99,7 @@ func deleteIdleRecord(ctx context.Context, db *sql.DB, q limitSQL, name string, 
 		}
 	}()
 	var permits int
-	err = tx.QueryRowContext(ctx, q.lockIdle, name, micros(grace)).Scan(&permits)
+	err = db.in(tx).QueryRowContext(ctx, q.lockIdle, name, micros(grace)).Scan(&permits)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil // in use, young, or gone already
 	}
@@ -113,13 +113,13 @@ func deleteIdleRecord(ctx context.Context, db *sql.DB, q limitSQL, name string, 
 	var held int
 	// Placeholders only are spliced in; no slot is named "".
 	count := strings.Replace(q.countLive, "%s", q.in(2, len(slots)), 1)
-	if err := tx.QueryRowContext(ctx, count, withNames([]any{""}, slots)...).Scan(&held); err != nil {
+	if err := db.in(tx).QueryRowContext(ctx, count, withNames([]any{""}, slots)...).Scan(&held); err != nil {
 		return false, err
 	}
 	if held > 0 {
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, q.remove, name); err != nil {
+	if _, err := db.in(tx).ExecContext(ctx, q.remove, name); err != nil {
 		return false, err
 	}
 	if err := tx.Commit(); err != nil {
