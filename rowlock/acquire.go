@@ -118,11 +118,11 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 	switch {
 	case err == nil:
 		return out, sent, nil
-	case ctx.Err() != nil:
+	case ctxEnded(ctx) != nil:
 		// Whatever the statement's error (contention retried until ctx
 		// ran out, a statement cut short), the caller's context ended:
 		// not acquired, never the driver's contention error.
-		return outcome{}, sent, errors.Join(dblock.ErrNotAcquired, ctx.Err())
+		return outcome{}, sent, errors.Join(dblock.ErrNotAcquired, ctxEnded(ctx))
 	case lockkit.ClassifyError(err) == lockkit.ClassContention:
 		// Contenders kept colliding: someone else is taking it.
 		return outcome{}, sent, nil
@@ -133,8 +133,22 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 // cutShort is what a wait ending with err returns: not acquired when ctx
 // ended (whatever err says then), else err.
 func cutShort(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return errors.Join(dblock.ErrNotAcquired, ctx.Err())
+	if ended := ctxEnded(ctx); ended != nil {
+		return errors.Join(dblock.ErrNotAcquired, ended)
 	}
 	return err
+}
+
+// ctxEnded is ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed even if ctx has not been told yet: a driver dialing with the
+// deadline can fail ("i/o timeout") a moment before ctx.Err turns non-nil,
+// and that is the caller's deadline, not a database error.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if deadline, ok := ctx.Deadline(); ok && !clock.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
