@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -18,7 +18,7 @@ func heldNames(ctx context.Context, cfg config, e *env, t *table) (err error) {
 		return err
 	}
 	defer l.Close()
-	owner := lockkit.NewOwner().ID
+	owner := lockinput.NewOwner().ID
 	var bulk []string
 	defer func() {
 		// Delete the held rows now rather than at the end of the run: the

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 )
 
 // Lock is one hold of a lock taken by an in-memory Locker. It implements
@@ -61,7 +61,7 @@ func (k *Lock) Err() error {
 // an error wrapping dblock.ErrLockLost after Lapse or Lose, ctx's error
 // when it has ended, dblock.ErrInvalidOption for a nil ctx.
 func (k *Lock) Refresh(ctx context.Context) error {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("dblocktest: Refresh: %w", err)
 	}
 	k.l.mu.Lock()
@@ -83,7 +83,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 // second Release, an error wrapping dblock.ErrLockLost if the lock was
 // lost, dblock.ErrInvalidOption for a nil ctx (the lock stays held).
 func (k *Lock) Release(ctx context.Context) error {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("dblocktest: Release: %w", err)
 	}
 	k.l.mu.Lock()
@@ -107,7 +107,7 @@ func (k *Lock) Release(ctx context.Context) error {
 // used and may be nil, and nothing keeps the lock from being lost after
 // the check, as a database Locker's CheckHeld does until tx ends.
 func (k *Lock) CheckHeld(ctx context.Context, tx *sql.Tx) error {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("dblocktest: CheckHeld: %w", err)
 	}
 	k.l.mu.Lock()

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 )
 
 // Locker is a dblock.Locker that keeps its locks in memory, for the unit
@@ -154,19 +154,19 @@ func (l *Locker) loseLocked(name string, e *entry, cause error) {
 }
 
 func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (dblock.Lock, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("dblocktest: %w", err)
 	}
 	// The name first: a call with a bad name and a bad option reports the
 	// name, as the database Lockers do.
-	if err := lockkit.ValidateName(name); err != nil {
+	if err := lockinput.ValidateName(name); err != nil {
 		return nil, err
 	}
-	o, err := lockkit.ResolveOptions(opts...)
+	o, err := lockinput.ResolveOptions(opts...)
 	if err != nil {
 		return nil, err
 	}
-	owner, err := lockkit.OwnerFor(ctx)
+	owner, err := lockinput.OwnerFor(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/metrics"
 )
@@ -88,7 +89,7 @@ func (k *Lock) Tx() *sql.Tx { return k.h.tx }
 // error otherwise. A ping cut short by ctx may cut the connection, and
 // with it the lock, which the next background ping then reports.
 func (k *Lock) Refresh(ctx context.Context) error {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("forupdate: Refresh: %w", err)
 	}
 	k.mu.Lock()
@@ -137,7 +138,7 @@ func (k *Lock) Rollback(ctx context.Context) error { return k.end(ctx, false) }
 
 func (k *Lock) end(ctx context.Context, commit bool) error {
 	// Checked before anything changes: a bad call must leave the lock held.
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("forupdate: release: %w", err)
 	}
 	h, l := k.h, k.h.l

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/logging"
 	"github.com/sqllock/sqllock/internal/metrics"
@@ -220,14 +221,14 @@ func prepare(ctx context.Context, name string, opts []dblock.Option) (dblock.Opt
 	if ctx == nil {
 		return dblock.Options{}, dblock.Owner{}, &dblock.OptionError{Option: "ctx", Reason: "nil context"}
 	}
-	if err := lockkit.ValidateName(name); err != nil {
+	if err := lockinput.ValidateName(name); err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
 	}
 	o, err := resolveOptions(opts)
 	if err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
 	}
-	owner, err := lockkit.OwnerFor(ctx)
+	owner, err := lockinput.OwnerFor(ctx)
 	if err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
 	}
@@ -239,7 +240,7 @@ func prepare(ctx context.Context, name string, opts []dblock.Option) (dblock.Opt
 
 // CheckOptions reports, without I/O, whether Acquire and TryAcquire accept
 // opts: they refuse dblock.Fair and a positive dblock.MinHold, besides what
-// lockkit.ResolveOptions refuses. Errors wrap dblock.ErrInvalidOption. It
+// lockinput.ResolveOptions refuses. Errors wrap dblock.ErrInvalidOption. It
 // lets code handed a Locker (cronguard, gocronlock) refuse a
 // configuration when it is built rather than at every run.
 func (l *Locker) CheckOptions(opts ...dblock.Option) error {
@@ -254,7 +255,7 @@ func (l *Locker) KeepsNames() bool { return true }
 
 // resolveOptions resolves opts and refuses those forupdate cannot honour.
 func resolveOptions(opts []dblock.Option) (dblock.Options, error) {
-	o, err := lockkit.ResolveOptions(opts...)
+	o, err := lockinput.ResolveOptions(opts...)
 	if err != nil {
 		return dblock.Options{}, err
 	}

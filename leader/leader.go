@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/logging"
 )
@@ -95,7 +96,7 @@ func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts 
 	if err := lockkit.CheckOptions(l, dblock.TTL(cfg.ttl)); err != nil {
 		return nil, fmt.Errorf("leader: New: %w", err)
 	}
-	if err := lockkit.ValidateName(name); err != nil {
+	if err := lockinput.ValidateName(name); err != nil {
 		return nil, err
 	}
 	return &Leader{l: l, name: name, fn: fn, ttl: dblock.TTL(cfg.ttl), cfg: cfg}, nil

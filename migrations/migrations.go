@@ -39,6 +39,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -115,7 +116,7 @@ func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migr
 		}
 		opt(&cfg)
 	}
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	d, err := lockkit.ResolveDialect(db, cfg.dialect)

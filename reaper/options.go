@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -65,7 +65,7 @@ func (c *config) validate() error {
 	case c.grace < 0:
 		err = &dblock.OptionError{Option: "WithGrace", Reason: "must not be negative, got " + c.grace.String()}
 	default:
-		if nameErr := lockkit.ValidateName(c.lockName); nameErr != nil {
+		if nameErr := lockinput.ValidateName(c.lockName); nameErr != nil {
 			return fmt.Errorf("reaper: WithLockName: %w", nameErr)
 		}
 		return nil

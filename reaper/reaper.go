@@ -11,7 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -190,7 +190,7 @@ func (r *Reaper) run(ctx context.Context, stop <-chan struct{}) (res Result, sto
 	}
 	// A fresh owner, so a ctx carrying an owner that holds the reaper lock
 	// cannot re-enter it and sweep beside another run.
-	guard, err := r.locker.TryAcquire(dblock.WithOwner(ctx, lockkit.NewOwner().ID), r.cfg.lockName,
+	guard, err := r.locker.TryAcquire(dblock.WithOwner(ctx, lockinput.NewOwner().ID), r.cfg.lockName,
 		dblock.Note("sqllock reaper"))
 	if errors.Is(err, dblock.ErrNotAcquired) {
 		return Result{Skipped: true}, false, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/metrics"
 )
@@ -78,20 +79,20 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 
 // prepare checks a call's arguments and state and returns its attempt.
 func (l *Locker) prepare(ctx context.Context, name string, opts []dblock.Option) (attempt, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return attempt{}, fmt.Errorf("rowlock: %w", err)
 	}
 	if l.closed.Load() {
 		return attempt{}, dblock.ErrClosed
 	}
-	if err := lockkit.ValidateName(name); err != nil {
+	if err := lockinput.ValidateName(name); err != nil {
 		return attempt{}, err
 	}
-	o, err := lockkit.ResolveOptions(opts...)
+	o, err := lockinput.ResolveOptions(opts...)
 	if err != nil {
 		return attempt{}, err
 	}
-	owner, err := lockkit.OwnerFor(ctx)
+	owner, err := lockinput.OwnerFor(ctx)
 	if err != nil {
 		return attempt{}, err
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
@@ -212,7 +212,7 @@ func TestQueueBlocksBargers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer q.Close()
-			ticket, err := q.Enqueue(ctx, name, lockkit.NewOwner(), 0)
+			ticket, err := q.Enqueue(ctx, name, lockinput.NewOwner(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func TestQueueBlocksBargers(t *testing.T) {
 				t.Fatalf("fair newcomer behind a live waiter = %v, want ErrNotAcquired", err)
 			}
 			ws := waitQueued(t, l, name, 1)
-			if ws[0].ID != ticket.ID() || ws[0].Position != 1 || ws[0].OwnerHost != lockkit.ProcessHost() {
+			if ws[0].ID != ticket.ID() || ws[0].Position != 1 || ws[0].OwnerHost != lockinput.ProcessHost() {
 				t.Fatalf("waiters = %+v: the canceled newcomer must be gone, the live waiter first", ws)
 			}
 			if err := ticket.Leave(ctx); err != nil {
@@ -364,7 +364,7 @@ func TestDeadWaiterIsPassedOver(t *testing.T) {
 				got <- k
 			}()
 			dead := waitQueued(t, l, name, 2)[0]
-			if dead.OwnerHost == lockkit.ProcessHost() {
+			if dead.OwnerHost == lockinput.ProcessHost() {
 				t.Fatalf("queue head %+v is not the child", dead)
 			}
 			child.Kill()

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -47,7 +47,7 @@ func FuzzTryAcquireName(f *testing.F) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		k, err := l.TryAcquire(ctx, name)
-		if lockkit.ValidateName(name) != nil {
+		if lockinput.ValidateName(name) != nil {
 			if k != nil {
 				_ = k.Release(ctx)
 				t.Fatalf("TryAcquire(%q) took an invalid name", name)

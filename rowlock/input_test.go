@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -54,7 +54,7 @@ func TestBadInput(t *testing.T) {
 					}
 				}
 				// Names the database would reject cannot have been written.
-				if lockkit.ValidateName(c.lock) == nil && readRow(t, tg, c.lock).exists {
+				if lockinput.ValidateName(c.lock) == nil && readRow(t, tg, c.lock).exists {
 					t.Errorf("%s: a row was written", c.name)
 				}
 			}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 )
 
 // giveBackTimeout bounds the releases of what a failed acquisition had
@@ -19,7 +19,7 @@ const giveBackTimeout = 10 * time.Second
 // taken (and re-entered) by the same owner. carried is true when ctx
 // carried it: that owner may hold some of the rows already.
 func withOneOwner(ctx context.Context) (_ context.Context, owner dblock.Owner, carried bool, err error) {
-	owner, err = lockkit.OwnerFor(ctx)
+	owner, err = lockinput.OwnerFor(ctx)
 	if err != nil {
 		return nil, dblock.Owner{}, false, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/queue"
 )
@@ -47,7 +48,7 @@ type Waiter struct {
 // status), not for a hot path.
 // Errors: dblock.ErrInvalidOption, dblock.ErrSchemaMissing, or a driver error.
 func (l *Locker) Locks(ctx context.Context, limit int) ([]HeldLock, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: Locks: %w", err)
 	}
 	if limit < 1 {
@@ -64,10 +65,10 @@ func (l *Locker) Locks(ctx context.Context, limit int) ([]HeldLock, error) {
 // clock; false when it is free.
 // Errors: dblock.ErrInvalidName, dblock.ErrSchemaMissing, or a driver error.
 func (l *Locker) Held(ctx context.Context, name string) (HeldLock, bool, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return HeldLock{}, false, fmt.Errorf("rowlock: Held: %w", err)
 	}
-	if err := lockkit.ValidateName(name); err != nil {
+	if err := lockinput.ValidateName(name); err != nil {
 		return HeldLock{}, false, err
 	}
 	h, ok, err := l.store.held(ctx, name)
@@ -81,7 +82,7 @@ func (l *Locker) Held(ctx context.Context, name string) (HeldLock, bool, error) 
 // owner, and how long each has waited by the database clock.
 // Errors: dblock.ErrInvalidName, dblock.ErrSchemaMissing, or a driver error.
 func (l *Locker) Waiters(ctx context.Context, name string) ([]Waiter, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: Waiters: %w", err)
 	}
 	ws, err := l.queue.List(ctx, name)
@@ -93,7 +94,7 @@ func (l *Locker) Waiters(ctx context.Context, name string) ([]Waiter, error) {
 // within each name's queue.
 // Errors: dblock.ErrInvalidOption, dblock.ErrSchemaMissing, or a driver error.
 func (l *Locker) AllWaiters(ctx context.Context, limit int) ([]Waiter, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: AllWaiters: %w", err)
 	}
 	ws, err := l.queue.ListAll(ctx, limit)
@@ -117,7 +118,7 @@ func waitersOf(ws []queue.Waiter) []Waiter {
 // delete now.
 // Errors: dblock.ErrSchemaMissing, or a driver error.
 func (l *Locker) Lapsed(ctx context.Context) (locks, waiters int, err error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return 0, 0, fmt.Errorf("rowlock: Lapsed: %w", err)
 	}
 	if locks, err = l.store.countLapsed(ctx); err != nil {
@@ -140,7 +141,7 @@ func (l *Locker) Lapsed(ctx context.Context) (locks, waiters int, err error) {
 func (l *Locker) DeleteDeadWaiters(ctx context.Context, grace time.Duration, limit int) (int, error) {
 	switch {
 	case ctx == nil:
-		return 0, fmt.Errorf("rowlock: DeleteDeadWaiters: %w", lockkit.CheckContext(ctx))
+		return 0, fmt.Errorf("rowlock: DeleteDeadWaiters: %w", lockinput.CheckContext(ctx))
 	case grace < 0:
 		return 0, fmt.Errorf("rowlock: DeleteDeadWaiters: %w", &dblock.OptionError{Option: "grace", Reason: "must not be negative"})
 	case limit < 1 || limit > MaxSweepBatch:

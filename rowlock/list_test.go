@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
@@ -136,7 +136,7 @@ func TestDeleteDeadWaiters(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 3 {
-				if _, err := dead.Enqueue(ctx, "abandoned", lockkit.NewOwner(), 0); err != nil {
+				if _, err := dead.Enqueue(ctx, "abandoned", lockinput.NewOwner(), 0); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -147,7 +147,7 @@ func TestDeleteDeadWaiters(t *testing.T) {
 			})
 
 			ws, err := l.AllWaiters(ctx, 10)
-			if err != nil || len(ws) != 1 || ws[0].ID != live.ID || ws[0].Name != "busy" || ws[0].Position != 1 || ws[0].OwnerHost != lockkit.ProcessHost() {
+			if err != nil || len(ws) != 1 || ws[0].ID != live.ID || ws[0].Name != "busy" || ws[0].Position != 1 || ws[0].OwnerHost != lockinput.ProcessHost() {
 				t.Fatalf("AllWaiters = %+v, %v; want the live waiter of busy only", ws, err)
 			}
 			for _, step := range []struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/metrics"
 )
@@ -136,7 +137,7 @@ func (k *Lock) Err() error {
 // then too); an error wrapping ctx.Err() or a driver error, after which the
 // lock is still held until its deadline.
 func (k *Lock) Refresh(ctx context.Context) error {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Refresh: %w", err)
 	}
 	k.mu.Lock()
@@ -280,7 +281,7 @@ func (k *Lock) lose(cause error) {
 // lease then lapses within the TTL, since renewal has stopped.
 func (k *Lock) Release(ctx context.Context) error {
 	// Checked before anything changes: a bad call must leave the lock held.
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Release: %w", err)
 	}
 	k.mu.Lock()
@@ -351,7 +352,7 @@ func (k *Lock) Release(ctx context.Context) error {
 // serialization error. On MySQL a failed check still holds a shared lock on
 // the row of whoever holds the lock now; roll tx back promptly.
 func (k *Lock) CheckHeld(ctx context.Context, tx *sql.Tx) error {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: CheckHeld: %w", err)
 	}
 	if tx == nil {

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/queue"
@@ -78,7 +78,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 // newStore returns the store of dialect d, which is valid.
 func newStore(db *sql.DB, d dblock.Dialect) store {
 	if d == dblock.Postgres {
-		return postgresStore{db: pgxrow.Wrap(db), process: lockkit.ProcessHost()}
+		return postgresStore{db: pgxrow.Wrap(db), process: lockinput.ProcessHost()}
 	}
 	return mysqlStore{db: db, hot: stmtcache.New(db)}
 }

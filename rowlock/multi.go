@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -51,7 +52,7 @@ func (l *Locker) TryAcquireAll(ctx context.Context, names []string, opts ...dblo
 }
 
 func (l *Locker) acquireAll(ctx context.Context, names []string, opts []dblock.Option, wait bool) (*MultiLock, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
 	if l.closed.Load() {
@@ -63,7 +64,7 @@ func (l *Locker) acquireAll(ctx context.Context, names []string, opts []dblock.O
 	}
 	// Checked once, before anything is taken: a bad option must not fail
 	// half-way through the names.
-	if _, err := lockkit.ResolveOptions(opts...); err != nil {
+	if _, err := lockinput.ResolveOptions(opts...); err != nil {
 		return nil, err
 	}
 	ctx, owner, carried, err := withOneOwner(ctx)
@@ -108,7 +109,7 @@ func canonicalNames(names []string) ([]string, error) {
 		return nil, &dblock.OptionError{Option: "names", Reason: "no names"}
 	}
 	for _, name := range names {
-		if err := lockkit.ValidateName(name); err != nil {
+		if err := lockinput.ValidateName(name); err != nil {
 			return nil, err
 		}
 	}
@@ -235,7 +236,7 @@ func (m *MultiLock) Err() error {
 // Lock.Refresh's; the first stops it, and one wrapping dblock.ErrLockLost
 // marks the MultiLock lost.
 func (m *MultiLock) Refresh(ctx context.Context) error {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Refresh: %w", err)
 	}
 	m.mu.Lock()
@@ -263,7 +264,7 @@ func (m *MultiLock) Refresh(ctx context.Context) error {
 // Lock.Release), among them one wrapping dblock.ErrLockLost for each name
 // that had been lost. Every name is released whatever the others' errors.
 func (m *MultiLock) Release(ctx context.Context) error {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Release: %w", err)
 	}
 	m.mu.Lock()

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
@@ -35,11 +35,11 @@ func TestReleaseNotifiesOnlyOtherProcesses(t *testing.T) {
 				wantNotify bool
 			}{
 				{"nobody asked", nil, false},
-				{"this process asked", []string{lockkit.ProcessHost()}, false},
-				{"this process asked twice", []string{lockkit.ProcessHost(), lockkit.ProcessHost()}, false},
+				{"this process asked", []string{lockinput.ProcessHost()}, false},
+				{"this process asked twice", []string{lockinput.ProcessHost(), lockinput.ProcessHost()}, false},
 				{"another process asked", []string{"elsewhere:1"}, true},
-				{"this process, then another", []string{lockkit.ProcessHost(), "elsewhere:1"}, true},
-				{"another process, then this one", []string{"elsewhere:1", lockkit.ProcessHost()}, true},
+				{"this process, then another", []string{lockinput.ProcessHost(), "elsewhere:1"}, true},
+				{"another process, then this one", []string{"elsewhere:1", lockinput.ProcessHost()}, true},
 			}
 			l, err := New(tg.DB)
 			if err != nil {

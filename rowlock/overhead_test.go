@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -29,7 +29,7 @@ func BenchmarkOverhead(b *testing.B) {
 			}
 			defer l.Close()
 			libName, ownName, naiveName := testdb.Name(b), testdb.Name(b), testdb.Name(b)
-			owner := lockkit.NewOwner()
+			owner := lockinput.NewOwner()
 			own := ownStatements(tg, l.store, owner, ownName)
 			naive := naivePair(tg.DB, tg.Dialect, naiveName)
 			lib := func() error {

@@ -18,7 +18,7 @@ const releaseChannel = "dblock_released"
 
 type postgresStore struct {
 	db pgxrow.DB // statements in a mode that works through poolers
-	// process is this process's identity (lockkit.ProcessHost), which a
+	// process is this process's identity (lockinput.ProcessHost), which a
 	// waiter records when it asks for a release NOTIFY and a release
 	// compares with: waiters of the releasing process are woken in memory.
 	process string

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -100,7 +101,7 @@ func (rw *RWLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.
 }
 
 func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*RWLock, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
 	if rw.l.closed.Load() {
@@ -109,7 +110,7 @@ func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Opti
 	if err := checkKindName(name, readerRow(name, MaxReaders-1), "read/write lock"); err != nil {
 		return nil, err
 	}
-	o, err := lockkit.ResolveOptions(opts...)
+	o, err := lockinput.ResolveOptions(opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -98,7 +99,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.
 }
 
 func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*Permit, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
 	if s.l.closed.Load() {
@@ -107,7 +108,7 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 	if err := checkKindName(name, slotName(name, s.limit-1), "semaphore"); err != nil {
 		return nil, err
 	}
-	o, err := lockkit.ResolveOptions(opts...)
+	o, err := lockinput.ResolveOptions(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 // checkKindName checks the name of a lock kind, and that longest, the
 // longest name of the rows it derives, fits in the table.
 func checkKindName(name, longest, kind string) error {
-	if err := lockkit.ValidateName(name); err != nil {
+	if err := lockinput.ValidateName(name); err != nil {
 		return err
 	}
 	if len(longest) > dblock.MaxNameLength {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -31,7 +32,7 @@ import (
 func (l *Locker) SweepSemaphores(ctx context.Context, grace time.Duration, limit int, after string) (deleted int, next string, err error) {
 	switch {
 	case ctx == nil:
-		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", lockkit.CheckContext(ctx))
+		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", lockinput.CheckContext(ctx))
 	case grace < 0:
 		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", &dblock.OptionError{Option: "grace", Reason: "must not be negative"})
 	case limit < 1 || limit > MaxSweepBatch:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -44,7 +45,7 @@ const MaxSweepBatch = 10000
 func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int, after string) (deleted int, next string, err error) {
 	switch {
 	case ctx == nil:
-		return 0, "", fmt.Errorf("rowlock: Sweep: %w", lockkit.CheckContext(ctx))
+		return 0, "", fmt.Errorf("rowlock: Sweep: %w", lockinput.CheckContext(ctx))
 	case grace < 0:
 		return 0, "", fmt.Errorf("rowlock: Sweep: %w", &dblock.OptionError{Option: "grace", Reason: "must not be negative"})
 	case limit < 1 || limit > MaxSweepBatch:

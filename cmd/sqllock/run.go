@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -177,7 +177,7 @@ func (o runOptions) lockOptions(args []string) ([]dblock.Option, error) {
 	case o.killAfter < 0:
 		return nil, usagef("run", "--kill-after must not be negative")
 	}
-	if err := lockkit.ValidateName(o.name); err != nil {
+	if err := lockinput.ValidateName(o.name); err != nil {
 		return nil, usagef("run", "--name: %v", err)
 	}
 	note := o.note
@@ -185,7 +185,7 @@ func (o runOptions) lockOptions(args []string) ([]dblock.Option, error) {
 		note = "sqllock run " + filepath.Base(args[0])
 	}
 	lockOpts := []dblock.Option{dblock.TTL(o.ttl), dblock.MinHold(o.minHold), dblock.Note(shorten(note, dblock.MaxNoteLength/4))}
-	if _, err := lockkit.ResolveOptions(lockOpts...); err != nil {
+	if _, err := lockinput.ResolveOptions(lockOpts...); err != nil {
 		return nil, usagef("run", "%v", err)
 	}
 	return lockOpts, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 )
 
 // OptionChecker is implemented by Lockers that refuse some acquisition
@@ -37,7 +38,7 @@ type NameKeeper interface {
 // OptionChecker, asks l whether it accepts them. It does no I/O. Errors
 // wrap dblock.ErrInvalidOption.
 func CheckOptions(l dblock.Locker, opts ...dblock.Option) error {
-	if _, err := ResolveOptions(opts...); err != nil {
+	if _, err := lockinput.ResolveOptions(opts...); err != nil {
 		return err
 	}
 	if c, ok := l.(OptionChecker); ok {

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 )
 
 // maxErrorMessage bounds what an error may echo of its input: a 10 MB name
@@ -48,7 +48,7 @@ func FuzzValidateName(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		err := lockkit.ValidateName(name)
+		err := lockinput.ValidateName(name)
 		if err == nil {
 			if !nameIsValid(name) {
 				t.Fatalf("ValidateName(%q) accepted a name that is not 1..%d bytes of UTF-8 without NUL", name, dblock.MaxNameLength)
@@ -123,7 +123,7 @@ func FuzzResolveOptions(f *testing.F) {
 		noteOK := len(note) <= dblock.MaxNoteLength && utf8.ValidString(note) && !strings.ContainsRune(note, 0)
 		valid := !hasNil && wantTTL >= dblock.MinTTL && minHold >= 0 && noteOK
 
-		o, err := lockkit.ResolveOptions(opts...)
+		o, err := lockinput.ResolveOptions(opts...)
 		if !valid {
 			if err == nil {
 				t.Fatalf("ResolveOptions(ttl %v set %v, minHold %v, note %q, nil at %d) accepted invalid options: %+v",

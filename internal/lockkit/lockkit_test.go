@@ -14,6 +14,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -32,7 +33,7 @@ func TestValidateName(t *testing.T) {
 		{"nul\x00byte", false},
 	}
 	for _, c := range cases {
-		err := lockkit.ValidateName(c.name)
+		err := lockinput.ValidateName(c.name)
 		if (err == nil) != c.ok {
 			t.Errorf("ValidateName(%q) = %v, want ok=%v", c.name, err, c.ok)
 		}
@@ -46,11 +47,11 @@ func TestValidateName(t *testing.T) {
 }
 
 func TestResolveOptions(t *testing.T) {
-	o, err := lockkit.ResolveOptions()
+	o, err := lockinput.ResolveOptions()
 	if err != nil || o.TTL != dblock.DefaultTTL || o.MinHold != 0 || o.Fair || o.Note != "" {
 		t.Fatalf("defaults = %+v, %v", o, err)
 	}
-	o, err = lockkit.ResolveOptions(dblock.TTL(time.Minute), dblock.MinHold(time.Second), dblock.Fair(), dblock.Note("n"))
+	o, err = lockinput.ResolveOptions(dblock.TTL(time.Minute), dblock.MinHold(time.Second), dblock.Fair(), dblock.Note("n"))
 	if err != nil || o.TTL != time.Minute || o.MinHold != time.Second || !o.Fair || o.Note != "n" {
 		t.Fatalf("set = %+v, %v", o, err)
 	}
@@ -65,7 +66,7 @@ func TestResolveOptions(t *testing.T) {
 	}
 	for what, opts := range bad {
 		var oe *dblock.OptionError
-		if _, err := lockkit.ResolveOptions(opts...); !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &oe) {
+		if _, err := lockinput.ResolveOptions(opts...); !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &oe) {
 			t.Errorf("%s: %v, want *OptionError wrapping ErrInvalidOption", what, err)
 		}
 	}
@@ -73,21 +74,21 @@ func TestResolveOptions(t *testing.T) {
 
 func TestOwner(t *testing.T) {
 	ctx := context.Background()
-	a, err := lockkit.OwnerFor(ctx)
+	a, err := lockinput.OwnerFor(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := lockkit.OwnerFor(ctx)
-	if a.ID == b.ID || len(a.ID) != 32 || a.Host != lockkit.ProcessHost() {
+	b, _ := lockinput.OwnerFor(ctx)
+	if a.ID == b.ID || len(a.ID) != 32 || a.Host != lockinput.ProcessHost() {
 		t.Fatalf("fresh owners %+v and %+v: want distinct 128-bit ids of this process", a, b)
 	}
 	withOwner := dblock.WithOwner(ctx, "worker-1")
-	o, err := lockkit.OwnerFor(withOwner)
-	if err != nil || o.ID != "worker-1" || o.Host != lockkit.ProcessHost() {
+	o, err := lockinput.OwnerFor(withOwner)
+	if err != nil || o.ID != "worker-1" || o.Host != lockinput.ProcessHost() {
 		t.Fatalf("WithOwner: %+v, %v", o, err)
 	}
 	for _, id := range []string{"", strings.Repeat("i", dblock.MaxOwnerIDLength+1), "\xff"} {
-		if _, err := lockkit.OwnerFor(dblock.WithOwner(ctx, id)); !errors.Is(err, dblock.ErrInvalidOption) {
+		if _, err := lockinput.OwnerFor(dblock.WithOwner(ctx, id)); !errors.Is(err, dblock.ErrInvalidOption) {
 			t.Errorf("owner id %q: %v, want ErrInvalidOption", id, err)
 		}
 	}

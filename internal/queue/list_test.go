@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
@@ -40,7 +40,7 @@ func enqueue(t *testing.T, q *queue.Queue, name string, n int) []*queue.Ticket {
 	t.Helper()
 	var tickets []*queue.Ticket
 	for range n {
-		tk, err := q.Enqueue(t.Context(), name, lockkit.NewOwner(), 0)
+		tk, err := q.Enqueue(t.Context(), name, lockinput.NewOwner(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/internal/metrics/metricstest"
 	"github.com/sqllock/sqllock/internal/queue"
@@ -30,7 +30,7 @@ func TestWaitersMetric(t *testing.T) {
 			name := testdb.Name(t)
 			var tickets []*queue.Ticket
 			for want := int64(1); want <= 3; want++ {
-				tk, err := q.Enqueue(t.Context(), name, lockkit.NewOwner(), 0)
+				tk, err := q.Enqueue(t.Context(), name, lockinput.NewOwner(), 0)
 				if err != nil {
 					t.Fatal(err)
 				}

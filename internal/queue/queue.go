@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/logging"
 	"github.com/sqllock/sqllock/internal/metrics"
@@ -127,10 +128,10 @@ func (q *Queue) TTL() time.Duration { return q.ttl }
 // session holds it, others may pass the waiter over (Shorten). Contention
 // is retried until ctx ends; then the error wraps ctx.Err().
 func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner, key int64) (*Ticket, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
-	if err := lockkit.ValidateName(name); err != nil {
+	if err := lockinput.ValidateName(name); err != nil {
 		return nil, err
 	}
 	t := &Ticket{q: q, name: name, owner: owner, key: key}
@@ -316,10 +317,10 @@ func (q *Queue) Shorten(ctx context.Context, id, key int64, grace time.Duration)
 
 // List returns name's live waiters in queue order.
 func (q *Queue) List(ctx context.Context, name string) ([]Waiter, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
-	if err := lockkit.ValidateName(name); err != nil {
+	if err := lockinput.ValidateName(name); err != nil {
 		return nil, err
 	}
 	ws, err := q.store.list(ctx, name)
@@ -333,7 +334,7 @@ func (q *Queue) List(ctx context.Context, name string) ([]Waiter, error) {
 // queue order, at most limit (at least 1) of them. Position counts within
 // each name's queue.
 func (q *Queue) ListAll(ctx context.Context, limit int) ([]Waiter, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	if limit < 1 {
@@ -349,7 +350,7 @@ func (q *Queue) ListAll(ctx context.Context, limit int) ([]Waiter, error) {
 // CountDead counts the waiters whose heartbeat has lapsed, by the database
 // clock: what DeleteDead with no grace would delete.
 func (q *Queue) CountDead(ctx context.Context) (int, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return 0, fmt.Errorf("queue: %w", err)
 	}
 	n, err := q.store.countDead(ctx)
@@ -364,7 +365,7 @@ func (q *Queue) CountDead(ctx context.Context) (int, error) {
 // waiter heartbeating at that moment is kept. The caller validates grace
 // and limit. Contention is retried a few times.
 func (q *Queue) DeleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
-	if err := lockkit.CheckContext(ctx); err != nil {
+	if err := lockinput.CheckContext(ctx); err != nil {
 		return 0, fmt.Errorf("queue: %w", err)
 	}
 	var n int

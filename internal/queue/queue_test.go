@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
@@ -26,7 +26,7 @@ func TestQueue(t *testing.T) {
 			}
 			defer q.Close()
 			name := testdb.Name(t)
-			owners := []dblock.Owner{lockkit.NewOwner(), lockkit.NewOwner(), lockkit.NewOwner()}
+			owners := []dblock.Owner{lockinput.NewOwner(), lockinput.NewOwner(), lockinput.NewOwner()}
 			var tickets []*queue.Ticket
 			for _, o := range owners {
 				tk, err := q.Enqueue(ctx, name, o, 0)
@@ -86,7 +86,7 @@ func TestQueueBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Enqueue(t.Context(), "", lockkit.NewOwner(), 0); !errors.Is(err, dblock.ErrInvalidName) {
+	if _, err := q.Enqueue(t.Context(), "", lockinput.NewOwner(), 0); !errors.Is(err, dblock.ErrInvalidName) {
 		t.Errorf("empty name: %v", err)
 	}
 }
@@ -103,7 +103,7 @@ func TestLeaveAfterClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := testdb.Name(t)
-			tk, err := q.Enqueue(ctx, name, lockkit.NewOwner(), 0)
+			tk, err := q.Enqueue(ctx, name, lockinput.NewOwner(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}

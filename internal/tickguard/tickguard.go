@@ -27,6 +27,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -94,7 +95,7 @@ func New(l dblock.Locker, cfg Config) (*Guard, error) {
 	lockOpts := []dblock.Option{dblock.TTL(cfg.TTL), dblock.MinHold(cfg.MinHold)}
 	// Checked before the Locker is asked: a TTL out of range is the
 	// option's fault, whatever the Locker.
-	if _, err := lockkit.ResolveOptions(lockOpts...); err != nil {
+	if _, err := lockinput.ResolveOptions(lockOpts...); err != nil {
 		return nil, err
 	}
 	if cfg.Tick > 0 && lockkit.KeepsNames(l) {
@@ -107,11 +108,11 @@ func New(l dblock.Locker, cfg Config) (*Guard, error) {
 	return &Guard{l: l, cfg: cfg, lockOpts: lockOpts}, nil
 }
 
-// ValidateBase checks a job's base name as lockkit.ValidateName does, but
+// ValidateBase checks a job's base name as lockinput.ValidateName does, but
 // for its length: Name shortens long ones.
 func ValidateBase(base string) error {
 	if len(base) <= dblock.MaxNameLength {
-		return lockkit.ValidateName(base)
+		return lockinput.ValidateName(base)
 	}
 	// What a name may not hold is refused wherever it is, past the cut too.
 	if !utf8.ValidString(base) || strings.IndexByte(base, 0) >= 0 {

@@ -1,4 +1,4 @@
-package lockkit
+package lockinput
 
 import (
 	"context"
