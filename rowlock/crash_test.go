@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 	"testing"
@@ -294,4 +295,37 @@ func acquireAsync(ctx context.Context, l *rowlock.Locker, name string) <-chan ac
 		got <- acquired{k, err}
 	}()
 	return got
+}
+
+// TestSessionThatNeverStarts: a session database that accepts connections
+// and never answers (a dead host behind a live load balancer) does not hold
+// acquisitions up: they go on without a marker, the lease alone deciding.
+func TestSessionThatNeverStarts(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			silent, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: the kernel's backlog does
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer silent.Close()
+			sessions := testdb.Open(t, tg, tg.DSNVia(silent.Addr().String()))
+			l := newLocker(t, tg.DB, rowlock.WithSessionDB(sessions))
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // against hangs only
+			defer cancel()
+			name := testdb.Name(t)
+			k, err := l.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatalf("TryAcquire with a session database that never answers: %v", err)
+			}
+			defer release(t, k)
+			q := `SELECT session_key FROM dblock_locks WHERE name = $1`
+			if tg.Dialect == dblock.MySQL {
+				q = `SELECT session_key FROM dblock_locks WHERE name = ?`
+			}
+			var key int64
+			if err := tg.DB.QueryRowContext(ctx, q, name).Scan(&key); err != nil || key != 0 {
+				t.Fatalf("the row records marker %d (%v), want none", key, err)
+			}
+		})
+	}
 }

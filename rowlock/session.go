@@ -116,6 +116,10 @@ const (
 	// session connection is judged not to receive notifications (a
 	// transaction pooler in front of it).
 	probeTimeout = time.Second
+	// sessionStartWait is how long an acquisition waits for a session
+	// that is starting (a connection, LISTEN and its probe, the marker)
+	// before it goes on without it.
+	sessionStartWait = 3 * time.Second
 )
 
 // probeChannel carries the session's own NOTIFY round-trip probe.
@@ -194,6 +198,21 @@ func (s *session) ensure(ctx context.Context) *incarnation {
 	case <-inc.failed:
 		return nil
 	case <-ctx.Done():
+		return nil
+	default:
+	}
+	// A session that takes long to start (an unreachable session
+	// database) must not hold acquisitions up: they go without it.
+	wait := time.NewTimer(sessionStartWait)
+	defer wait.Stop()
+	select {
+	case <-inc.ready:
+		return inc
+	case <-inc.failed:
+		return nil
+	case <-ctx.Done():
+		return nil
+	case <-wait.C:
 		return nil
 	}
 }
