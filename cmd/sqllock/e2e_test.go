@@ -107,6 +107,39 @@ func TestCLI(t *testing.T) {
 				_ = k.Release(ctx)
 			})
 
+			t.Run("semaphore", func(t *testing.T) {
+				cli.t = t
+				name := testdb.Name(t)
+				sem, err := locker.Semaphore(2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held, err := sem.TryAcquire(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// One permit of two is free: a run gets it, and sees its
+				// token.
+				out := cli.expect(0, "", "", "run", "--limit", "2", "--name", name, "--", "sh", "-c", `echo "$SQLLOCK_TOKEN"`)
+				if token, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil || token < 1 {
+					t.Errorf("SQLLOCK_TOKEN = %q", out)
+				}
+				// With both taken, a run exits 75 in silence.
+				other, err := sem.TryAcquire(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if code, out, errOut := cli.run("run", "--limit", "2", "--name", name, "--", "true"); code != exitTempFail || out != "" || errOut != "" {
+					t.Errorf("run --limit 2 with both permits held: exit %d, stdout %q, stderr %q; want 75 and nothing printed", code, out, errOut)
+				}
+				// Another limit while permits are held is a configuration
+				// error, which says so.
+				cli.expect(exitConfig, "", "limit", "run", "--limit", "3", "--name", name, "--", "true")
+				cli.expect(exitUsage, "", "--limit must be", "run", "--limit", "-1", "--name", name, "--", "true")
+				_ = held.Release(ctx)
+				_ = other.Release(ctx)
+			})
+
 			t.Run("held elsewhere", func(t *testing.T) {
 				cli.t = t
 				name := testdb.Name(t)

@@ -23,7 +23,7 @@ import (
 var runCommand = &command{
 	name:    "run",
 	summary: "run a command while holding a lock (for crontabs)",
-	usage:   "--name NAME [--ttl D] [--wait D] [--min-hold D] [--note TEXT] [--kill-after D] [-v] -- command [arguments...]",
+	usage:   "--name NAME [--limit N] [--ttl D] [--wait D] [--min-hold D] [--note TEXT] [--kill-after D] [-v] -- command [arguments...]",
 	help: `
 run takes the lock NAME, runs the command, and releases the lock when the
 command exits. Run the same line from the crontab of every machine: one of them
@@ -45,6 +45,11 @@ they are gone: nothing the command started runs without the lock. (Being in a
 group of its own, the command is not the terminal's foreground job: run
 commands that read from the terminal without sqllock.)
 
+With --limit N the lock is a counting semaphore: at most N commands run at
+once under NAME, across machines (each holds one permit; every caller of NAME
+must give the same N, or the one that disagrees exits 78 while others hold
+permits).
+
 The command sees SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token, which grows
 with every new holder) in its environment.
 
@@ -65,6 +70,7 @@ Exit codes:
 	flags: func(fs *flag.FlagSet) func(*invocation) error {
 		var o runOptions
 		fs.StringVar(&o.name, "name", "", "the lock's `name` (required)")
+		fs.IntVar(&o.limit, "limit", 0, "let up to `N` commands hold NAME at once (a counting semaphore; default: one, a plain lock)")
 		durationVar(fs, &o.ttl, "ttl", dblock.DefaultTTL, "the lock's lease, a `duration` renewed every ttl/3 while the command runs")
 		durationVar(fs, &o.wait, "wait", 0, "wait up to `duration` for the lock if it is held (default: do not wait)")
 		durationVar(fs, &o.minHold, "min-hold", 0, "keep the lock taken at least `duration` after it was acquired, even if the command ends sooner")
@@ -77,6 +83,7 @@ Exit codes:
 
 type runOptions struct {
 	name      string
+	limit     int
 	ttl       time.Duration
 	wait      time.Duration
 	minHold   time.Duration
@@ -112,12 +119,18 @@ func runLocked(inv *invocation, o runOptions) error {
 		return err
 	}
 	defer locker.Close()
+	var takes dblock.Locker = locker
+	if o.limit > 0 {
+		if takes, err = locker.Semaphore(o.limit); err != nil {
+			return usagef("run", "--limit: %v", err)
+		}
+	}
 
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)
 
-	lock, err := acquire(ctx, locker, o, lockOpts, signals)
+	lock, err := acquire(ctx, takes, o, lockOpts, signals)
 	if errors.Is(err, dblock.ErrNotAcquired) {
 		// The normal case on every replica but one: cron would mail any
 		// output, every tick, from each of them.
@@ -132,6 +145,9 @@ func runLocked(inv *invocation, o runOptions) error {
 			msg += fmt.Sprintf("; waited %v", o.wait)
 		}
 		return &exitCode{code: exitTempFail, msg: msg}
+	}
+	if errors.Is(err, dblock.ErrLimitMismatch) {
+		return &exitCode{code: exitConfig, msg: err.Error()}
 	}
 	if err != nil {
 		return err
@@ -176,6 +192,8 @@ func (o runOptions) lockOptions(args []string) ([]dblock.Option, error) {
 		return nil, usagef("run", "--wait must not be negative")
 	case o.killAfter < 0:
 		return nil, usagef("run", "--kill-after must not be negative")
+	case o.limit < 0 || o.limit > rowlock.MaxSemaphoreLimit:
+		return nil, usagef("run", "--limit must be 1 to %d (or 0, the default: a plain lock)", rowlock.MaxSemaphoreLimit)
 	}
 	if err := lockinput.ValidateName(o.name); err != nil {
 		return nil, usagef("run", "--name: %v", err)
@@ -192,7 +210,7 @@ func (o runOptions) lockOptions(args []string) ([]dblock.Option, error) {
 }
 
 // acquire takes the lock, waiting up to o.wait, unless a signal comes first.
-func acquire(ctx context.Context, locker *rowlock.Locker, o runOptions, opts []dblock.Option, signals <-chan os.Signal) (dblock.Lock, error) {
+func acquire(ctx context.Context, locker dblock.Locker, o runOptions, opts []dblock.Option, signals <-chan os.Signal) (dblock.Lock, error) {
 	acqCtx, cancel := context.WithCancel(ctx)
 	if o.wait > 0 {
 		acqCtx, cancel = context.WithTimeout(ctx, o.wait)
