@@ -31,39 +31,41 @@
 
 #ifdef CFG_LEASE
 #define NN 2
+#define PIN 1           /* process 0 uses name 0, process 2 name 1, process 1 either */
 #define REENTRY
 #define REAPER
 #define FAULTS 1
 #define GIVEUP 1
-#define CRASHES 1
-#define RESTART
+#define CRASHES 0
 #endif
 
 #ifdef CFG_MARKERS
 #define NN 1
 #define MARKERS
-#define FAULTS 1
-#define GIVEUP 1
+#define HASSESS(p) (p < 2)  /* process 2 has no session connection: lease only */
+#define FAULTS 0
+#define SESSFAULTS 1
+#define GIVEUP 0
 #define CRASHES 1
-#define RESTART
 #endif
 
 #ifdef CFG_QUEUE
-#define NN 2
+#define NN 1
 #define QUEUE
 #define MARKERS
-#define NOKILL          /* sessions end only with their process */
+#define HASSESS(p) (p < 2)
+#define SESSFAULTS 0    /* sessions end only with their process */
 #define REAPER
-#define FAULTS 1
+#define FAULTS 0
 #define GIVEUP 1
 #define CRASHES 1
-#define RESTART
 #endif
 
 #ifdef CFG_CRASH
 #define NN 1
 #define QUEUE
 #define MARKERS
+#define HASSESS(p) (p < 2)  /* the process that never crashes needs none */
 #define FAULTS 0
 #define GIVEUP 0
 #define CRASHES 2       /* processes 0 and 1; process 2 never crashes */
@@ -106,17 +108,29 @@
 #ifndef LOCKER
 #define LOCKER(p) (p)
 #endif
-#ifdef NOKILL
-#define SESSFAULTS 0
-#else
+#ifndef SESSFAULTS
 #define SESSFAULTS FAULTS
+#endif
+#ifndef HASSESS
+#define HASSESS(p) true
+#endif
+
+/* The steps of the background processes (clock, heartbeats, sessions,
+ * reaper, crashes) are deterministic. In the liveness configurations they
+ * are d_steps: the intermediate states of an atomic sequence would count as
+ * states where every other process is disabled, and weak fairness would
+ * then allow a waiter never to be scheduled. */
+#ifdef TIMELY
+#define STEP d_step
+#else
+#define STEP atomic
 #endif
 
 /* ---- durations, in database ticks ---- */
-#define TTL 5           /* lease of a hold */
-#define TTLS 2          /* TTL of a short inner (reentrant) hold */
-#define G 3             /* crash grace */
-#define WTTL 4          /* waiter TTL */
+#define TTL 3           /* lease of a hold */
+#define TTLS 1          /* TTL of a short inner (reentrant) hold */
+#define G 2             /* crash grace */
+#define WTTL 3          /* waiter TTL */
 
 /*
  * Local deadlines and clock drift. A process measures a deadline of L local
@@ -129,26 +143,31 @@
  * send (the belief is monotone in it: the slow end threatens safety).
  *
  *                    L local         RHO 10%     RHO 20% (MUT_DRIFT)
- *   lease deadline   0.9*TTL = 4.5   5..5        4..6
- *   session deadline 0.9*G = 2.7     3..3        3..4
- *   MUT_SESSION_DEADLINE: 1.1*G = 3.3, RHO 10%: 4..4
+ *   lease deadline   0.9*TTL = 2.7   3..3        3..4
+ *   session deadline 0.9*G = 1.8     2..2        2..3
+ *   MUT_SESSION_DEADLINE: 1.1*G = 2.2, RHO 10%: 3..3
  */
 #ifdef MUT_DRIFT
-#define LDL_LO 4
-#define LDL_HI 6
-#define SDL_LO 3
-#define SDL_HI 4
+#define LDL_LO 3
+#define LDL_HI 4
+#define SDL_LO 2
+#define SDL_HI 3
 #else
-#define LDL_LO 5
-#define LDL_HI 5
+#define LDL_LO 3
+#define LDL_HI 3
 #ifdef MUT_SESSION_DEADLINE
-#define SDL_LO 4
-#define SDL_HI 4
-#else
 #define SDL_LO 3
 #define SDL_HI 3
+#else
+#define SDL_LO 2
+#define SDL_HI 2
 #endif
 #endif
+#ifdef TIMELY
+/* the liveness configurations do not check beliefs: no deadlines kept */
+#define STARTLDL(x) x = 0
+#define STARTSDL(x) x = 0
+#else
 #if LDL_LO == LDL_HI
 #define STARTLDL(x) x = LDL_HI
 #else
@@ -158,6 +177,7 @@
 #define STARTSDL(x) x = SDL_HI
 #else
 #define STARTSDL(x) if :: x = SDL_LO :: x = SDL_HI fi
+#endif
 #endif
 
 /* ---- bounds of the state space ---- */
@@ -202,6 +222,7 @@ byte  sinc[NP];         /* current session incarnation (its marker key), 0 none 
 bool  sup[NP];          /* the Locker trusts its session */
 byte  sdl[NP];          /* db ticks left until the session deadline, by the local clock */
 bool  crashreq[NP];
+bool  ended[NP];        /* the Client has finished its rounds */
 byte  crashes;
 #ifdef WAITLIST
 bool  inwl[NP];         /* on its Locker's waitlist */
@@ -252,6 +273,9 @@ inline issued(n, t) {
 	assert(t > lasttok[n]);
 	lasttok[n] = t
 }
+
+/* waiter w's row, seen by p waiting for n, is live but its marker is gone */
+#define WGONE(w, p, n) (w != p && wrow[w] && wnm[w] == n && wexp[w] > G && wsk[w] != 0 && !MKALIVE(w, wsk[w]))
 
 /* a live waiter of name n older than queue id q (the head-of-line rule) */
 #define WLIVE(i, n, q) (wrow[i] && wnm[i] == n && wid[i] < q && wexp[i] > 0)
@@ -410,6 +434,14 @@ inline leave(p, n, wasfirst) {
 	wasfirst = 0
 }
 
+/* In the liveness configurations a holder does not renew: it releases (or
+ * dies), which is what those properties are about; weak fairness would not
+ * make it choose the release over a renewal. */
+#ifdef ROUNDS
+#define RENEWS false
+#else
+#define RENEWS true
+#endif
 #ifdef ROUNDS
 #define MORE (rounds < ROUNDS)
 #define ROUND_STEP 1
@@ -441,6 +473,62 @@ inline leave(p, n, wasfirst) {
 /* a response lost after the statement ran (the client sees an error) */
 #define LOSE(res) if :: skip :: FAULTS -> res = R_ERR fi
 
+/* the Client's locals back to their initial values, between rounds */
+#define RESET n = 0; q = 0; fair = 0; wasfirst = 0; hn[p] = 0
+
+/* Locker.try, first statement: the UPDATE (and, in the mutant, the token
+ * drawn beforehand for a fresh name). trybody is the statement and what the
+ * process records of its outcome; trydispatch goes where the outcome leads. */
+inline trybody() {
+	if :: tid[p] != 0 -> q = tid[p] :: else fi;         /* read at every try */
+#ifdef MUT_EARLY_TOKEN
+	/* mutant: nextval() before the unique check is won */
+	if :: !rex[n] && fence < MAXTOK -> fence++; early = fence :: else -> early = 0 fi;
+#endif
+	take(p, n, q, res);
+	if :: res == R_TAKE || res == R_REENTER -> LOSE(res) :: else fi;
+	if
+	:: res == R_TAKE || res == R_REENTER ->
+		hold(p, rtok[n]); leave(p, n, wasfirst); got = got + GOTSTEP(p); check()
+	:: res == R_ERR -> leave(p, n, wasfirst); RESET; check()
+	:: res == R_FAIL -> early = 0
+	:: else
+	fi
+}
+inline trydispatch() {
+	if
+	:: res == R_TAKE || res == R_REENTER -> res = 0; goto holding
+	:: res == R_ERR -> res = 0; goto done
+	:: res == R_NOROW -> res = 0; goto inserting
+	:: res == R_FAIL -> goto failed
+	fi
+}
+/* second statement of the try: the insert of a fresh name */
+inline insbody() {
+	insert(p, n, q, res, early);
+	if :: res == R_TAKE -> LOSE(res) :: else fi;
+	early = 0;
+	if
+	:: res == R_TAKE -> hold(p, rtok[n]); leave(p, n, wasfirst); got = got + GOTSTEP(p); check()
+	:: res == R_ERR -> leave(p, n, wasfirst); RESET; check()
+	:: else -> res = R_FAIL
+	fi
+}
+/* In the safety configurations a try is one atomic step that jumps to where
+ * its outcome leads (fewer states). In the liveness configurations it is a
+ * d_step, then the jump: see STEP. */
+#ifdef TIMELY
+#define TRY d_step { trybody() }; trydispatch()
+#define INSERT d_step { insbody() }; trydispatch()
+#define FIRSTTRY skip
+#define FIRSTTRY_OUT TRY        /* waiting.run: the first try before any pause */
+#else
+#define TRY atomic { trybody(); trydispatch() }
+#define INSERT atomic { insbody(); trydispatch() }
+#define FIRSTTRY trybody(); trydispatch()
+#define FIRSTTRY_OUT skip       /* not reached: FIRSTTRY jumps */
+#endif
+
 proctype Client(byte p) {
 	byte n, res, q, early;
 	bool fair, ok, wasfirst;
@@ -450,6 +538,7 @@ proctype Client(byte p) {
 	:: {
 		do
 		:: MORE ->
+			/* Acquire or TryAcquire of a name, and its first try */
 			atomic {
 				rounds = rounds + ROUND_STEP;
 				NAME(p, n);
@@ -464,54 +553,15 @@ proctype Client(byte p) {
 #ifdef WAITLIST
 				arrseq++; arr[p] = arrseq; inwl[p] = 1;
 #endif
+				FIRSTTRY
 			}
-try:
-#ifdef MUT_EARLY_TOKEN
-			/* mutant: nextval() before the unique check, its own statement */
-			atomic {
-				if
-				:: !rex[n] && fence < MAXTOK -> fence++; early = fence
-				:: else -> early = 0
-				fi
-			}
+			FIRSTTRY_OUT;
+inserting:
+#ifdef TIMELY
+			skip;           /* a label may not lead into a d_step */
 #endif
-			/* Locker.try, first statement: the UPDATE */
-			atomic {
-				if
-				:: take(p, n, q, res);
-				   if :: res == R_TAKE || res == R_REENTER -> LOSE(res) :: else fi
-				fi;
-				if
-				:: res == R_TAKE || res == R_REENTER ->
-					hold(p, rtok[n]); leave(p, n, wasfirst); got = got + GOTSTEP(p)
-				:: res == R_ERR -> leave(p, n, wasfirst)   /* Acquire returns the error */
-				:: else
-				fi;
-				check()
-			}
-			if
-			:: res == R_NOROW ->
-				/* second statement: the insert of a fresh name */
-				atomic {
-					if
-					:: insert(p, n, q, res, early);
-					   if :: res == R_TAKE -> LOSE(res) :: else fi
-					fi;
-					if
-					:: res == R_TAKE -> hold(p, rtok[n]); leave(p, n, wasfirst); got = got + GOTSTEP(p)
-					:: res == R_ERR -> leave(p, n, wasfirst)
-					:: else
-					fi;
-					early = 0;
-					check()
-				}
-			:: else -> early = 0
-			fi;
-			if
-			:: hc[p] > 0 -> res = 0; goto holding
-			:: res == R_ERR -> res = 0; goto done
-			:: else -> res = 0
-			fi;
+			INSERT;
+failed:
 #ifdef QUEUE
 			/* beforeSleep: a fair waiter joins the queue, and tries at once */
 			if
@@ -521,75 +571,64 @@ try:
 					:: nextid < IDMAX ->
 						nextid++;
 						wrow[p] = 1; wid[p] = nextid; wnm[p] = n; wexp[p] = WTTL; wsk[p] = KEY(p);
-						tid[p] = nextid
-					:: else -> res = R_ERR                /* bound: Enqueue failed */
+						tid[p] = nextid;
+#ifndef WAITLIST
+						q = tid[p]
+#endif
+					:: else -> leave(p, n, wasfirst); RESET; res = R_ERR   /* bound: Enqueue failed */
 					fi
 				}
 				if :: res == R_ERR -> res = 0; goto done :: else fi;
-				atomic {
 #ifdef WAITLIST
-					tkt[p] = 1;                         /* setTicket */
+				atomic { tkt[p] = 1; q = tid[p] }       /* setTicket */
 #endif
-					q = tid[p]
-				}
-				goto try
 			:: else
 			fi;
 #endif
+trying:
 			do
 #ifdef WAITLIST
 			:: /* pause and sleep: only the first waiter of the Locker polls */
-				atomic {
+				STEP {
 					ok = ISFIRST(p);
 					if :: wasfirst && !ok -> wakefirst(LOCKER(p), n) :: else fi;
 					wasfirst = ok; ok = 0
 				}
 				if
 				:: wasfirst -> wake[p] = 0      /* the pacer's pause, or a wake-up */
-				:: else -> atomic { wake[p] -> wake[p] = 0 }  /* idle recheck: never */
+				:: else -> STEP { wake[p] -> wake[p] = 0 }  /* idle recheck: never */
 				fi;
-				atomic { q = (tid[p] != 0 -> tid[p] : INF) };  /* read at every try */
-				goto try
+				TRY
 #else
-			:: atomic { q = (tid[p] != 0 -> tid[p] : INF) };  /* poll */
-				goto try
+			:: TRY                            /* the next try, after a pause */
 #endif
 #ifdef MARKERS
 			:: /* the holder's marker is gone: shorten its lease to now + G */
-				atomic {
+				STEP {
 					rex[n] && rexp[n] > G && rsk[n] != 0 && rown[n] != OWN(p) && GONE(rown[n] % NP, rsk[n]) ->
 					rexp[n] = G;
 					check()
 				}
 #ifdef QUEUE
-			:: /* an older waiter's marker is gone: shorten its row likewise */
-				atomic {
-					select (res : 0 .. NP - 1);
-					if
-					:: res != p && wrow[res] && wnm[res] == n && wexp[res] > G && wsk[res] != 0 && !MKALIVE(res, wsk[res]) ->
-						wexp[res] = G
-					:: else
-					fi;
-					res = 0
-				}
+			:: /* a waiter's marker is gone: shorten its row likewise */
+				STEP { WGONE(0, p, n) -> wexp[0] = G }
+			:: STEP { WGONE(1, p, n) -> wexp[1] = G }
+			:: STEP { WGONE(2, p, n) -> wexp[2] = G }
 #endif
 #endif
-			:: GIVEUP -> atomic { leave(p, n, wasfirst) }; goto done  /* ctx ended */
+			:: GIVEUP -> atomic { leave(p, n, wasfirst); RESET; goto done }  /* ctx ended */
 			od;
 
 holding:
 			do
-			:: /* renewal (renewLoop / Refresh) */
+			:: RENEWS -> /* renewal (renewLoop / Refresh) */
 				atomic {
 					renew(p, n, htok[p], TTL, ok);
 					if
-					:: ok -> STARTLDL(ldl[p])
-					:: else -> hc[p] = 0; ldl[p] = 0      /* lost: taken over or lapsed */
-					fi;
-					ok = 0;
-					check()
+					:: ok -> STARTLDL(ldl[p]); ok = 0; check()
+					:: else -> goto releasing        /* lost: taken over or lapsed */
+					fi
 				}
-				if :: hc[p] == 0 -> goto releasing :: else fi
 #ifdef REENTRY
 			:: hc[p] == 1 && p == 0 ->
 				/* a short inner hold by the same owner (Acquire with TTLS) */
@@ -610,8 +649,9 @@ holding:
 			:: hc[p] == 1 -> break                      /* the user releases */
 			od;
 releasing:
-			atomic { hc[p] = 0; ldl[p] = 0; hkey[p] = 0 }   /* released := true */
+			/* Release: released := true, then the UPDATE (which may fail) */
 			atomic {
+				hc[p] = 0; ldl[p] = 0; hkey[p] = 0; ok = 0;
 				if
 				:: release(p, n, htok[p])
 				:: FAULTS -> skip                       /* error: the lease lapses */
@@ -619,11 +659,12 @@ releasing:
 #ifdef WAITLIST
 				wakefirst(LOCKER(p), n);                /* busyWaitlists.wakeFirst */
 #endif
-				htok[p] = 0
+				htok[p] = 0;
+				RESET
 			}
 done:
-			atomic { n = 0; q = 0; fair = 0; wasfirst = 0; hn[p] = 0 }
-		:: else -> break
+			skip
+		:: else -> ended[p] = 1; break
 		od
 	   } unless {
 		atomic {
@@ -637,15 +678,24 @@ done:
 			inwl[p] = 0; tkt[p] = 0; arr[p] = 0; wake[p] = 0;
 #endif
 			life[p]++;
-			n = 0; res = 0; q = 0; early = 0; fair = 0; ok = 0; wasfirst = 0; hn[p] = 0
+#ifndef RESTART
+			ended[p] = 1;           /* no restart: its session stays closed too */
+#endif
+			res = 0; early = 0; ok = 0; RESET
 		}
 	   };
 #ifndef RESTART
 		break
 #endif
-	od
+	od;
+	ended[p] = 1
 }
 
+#ifdef TIMELY
+#define HEARTBEATS false    /* they only keep beliefs, which are not checked here */
+#else
+#define HEARTBEATS true
+#endif
 #ifdef MARKERS
 /* The Locker's session connection: the marker, its heartbeat, and the
  * server ending the session. The session deadline is measured from the
@@ -653,18 +703,16 @@ done:
 proctype Sess(byte p) {
 end_sess:
 	do
-	:: atomic {                                 /* heartbeat */
-		sup[p] ->
+	:: STEP {                                 /* heartbeat */
+		HEARTBEATS && sup[p] ->
 		if
 		:: salive[p] -> STARTSDL(sdl[p]); check()
 		:: else -> sup[p] = 0; sdl[p] = 0       /* marker not held: locks with K lost */
 		fi
 	   }
-	:: atomic { sup[p] && SESSFAULTS -> sup[p] = 0; sdl[p] = 0; salive[p] = 0 }  /* connection failed: closed */
-	:: atomic { sup[p] && sdl[p] == 0 -> sup[p] = 0 }        /* session deadline passed */
-	:: atomic { salive[p] && SESSFAULTS -> salive[p] = 0 }   /* the server ends the session */
-	:: atomic {                                 /* a new session, with a new key */
-		!sup[p] && sinc[p] < SMAX ->
+	:: STEP { salive[p] && SESSFAULTS -> salive[p] = 0 }   /* the session ends: killed, connection lost */
+	:: STEP {                                 /* a new session, with a new key */
+		!sup[p] && sinc[p] < SMAX && !ended[p] ->
 		sinc[p]++; salive[p] = 1; sup[p] = 1; STARTSDL(sdl[p]); check()
 	   }
 	od
@@ -683,14 +731,16 @@ inline beat(i) {
 	:: else                                     /* bound: re-enqueue failed */
 	fi
 }
+#ifndef TIMELY
 active proctype Heart() {
 end_heart:
 	do
-	:: atomic { tid[0] != 0 -> beat(0) }
-	:: atomic { tid[1] != 0 -> beat(1) }
-	:: atomic { tid[2] != 0 -> beat(2) }
+	:: STEP { tid[0] != 0 -> beat(0) }
+	:: STEP { tid[1] != 0 -> beat(1) }
+	:: STEP { tid[2] != 0 -> beat(2) }
 	od
 }
+#endif
 #endif
 
 #ifdef REAPER
@@ -707,12 +757,12 @@ inline reapw(i) {
 active proctype Reaper() {
 end_reaper:
 	do
-	:: atomic { rex[0] && rexp[0] < 0 -> sweep(0) }
-	:: atomic { NN > 1 && rex[NN - 1] && rexp[NN - 1] < 0 -> sweep(NN - 1) }
+	:: STEP { rex[0] && rexp[0] < 0 -> sweep(0) }
+	:: STEP { NN > 1 && rex[NN - 1] && rexp[NN - 1] < 0 -> sweep(NN - 1) }
 #ifdef QUEUE
-	:: atomic { wrow[0] && wexp[0] < 0 -> reapw(0) }
-	:: atomic { wrow[1] && wexp[1] < 0 -> reapw(1) }
-	:: atomic { wrow[2] && wexp[2] < 0 -> reapw(2) }
+	:: STEP { wrow[0] && wexp[0] < 0 -> reapw(0) }
+	:: STEP { wrow[1] && wexp[1] < 0 -> reapw(1) }
+	:: STEP { wrow[2] && wexp[2] < 0 -> reapw(2) }
 #endif
 	od
 }
@@ -722,9 +772,9 @@ end_reaper:
 active proctype Chaos() {
 end_chaos:
 	do
-	:: atomic { crashes < CRASHES && CRASHABLE(0) && !crashreq[0] -> crashes++; crashreq[0] = 1 }
-	:: atomic { crashes < CRASHES && CRASHABLE(1) && !crashreq[1] -> crashes++; crashreq[1] = 1 }
-	:: atomic { crashes < CRASHES && CRASHABLE(2) && !crashreq[2] -> crashes++; crashreq[2] = 1 }
+	:: STEP { crashes < CRASHES && CRASHABLE(0) && !crashreq[0] && !ended[0] -> crashes++; crashreq[0] = 1 }
+	:: STEP { crashes < CRASHES && CRASHABLE(1) && !crashreq[1] && !ended[1] -> crashes++; crashreq[1] = 1 }
+	:: STEP { crashes < CRASHES && CRASHABLE(2) && !crashreq[2] && !ended[2] -> crashes++; crashreq[2] = 1 }
 	od
 }
 #endif
@@ -738,24 +788,30 @@ inline age(x) {
 	if :: x > -1 -> x-- :: else fi
 }
 #ifdef TIMELY
-/* A live process is not paused in the liveness configurations: its queue
- * heartbeat runs before its waiter row lapses. */
-#define DUE(i) (tid[i] != 0 && wrow[i] && wexp[i] <= 1)
-#define MAYTICK (!DUE(0) && !DUE(1) && !DUE(2))
+/* In the liveness configurations live processes are timely: a queued
+ * waiter's heartbeat runs before its row lapses (the Clock does it just in
+ * time; a crashed process has no ticket, so its row lapses). */
+#define BEATDUE(i) if :: tid[i] != 0 && wrow[i] && wexp[i] <= 1 -> beat(i) :: else fi
 #else
-#define MAYTICK true
+#define BEATDUE(i) skip
 #endif
 
 active proctype Clock() {
 	byte i;
 end_clock:
 	do
-	:: atomic {
-		MAYTICK ->
+	:: STEP {
+		BEATDUE(0); BEATDUE(1); BEATDUE(2);
 		for (i : 0 .. NN - 1) { if :: rex[i] -> age(rexp[i]) :: else fi }
 		for (i : 0 .. NP - 1) {
 			if :: wrow[i] -> age(wexp[i]) :: else fi;
-			down(ldl[i]); down(sdl[i])
+			down(ldl[i]);
+			/* only a hold that relies on the marker reads the session
+			 * deadline; otherwise it is kept at its longest (README) */
+			if
+			:: hc[i] > 0 && hkey[i] != 0 -> down(sdl[i])
+			:: else -> STARTSDL(sdl[i]); sdl[i] = (sup[i] -> sdl[i] : 0)
+			fi
 		}
 		i = 0;
 		check()
@@ -767,7 +823,9 @@ init {
 	atomic {
 		run Client(0); run Client(1); run Client(2);
 #ifdef MARKERS
-		run Sess(0); run Sess(1); run Sess(2);
+		if :: HASSESS(0) -> run Sess(0) :: else fi;
+		if :: HASSESS(1) -> run Sess(1) :: else fi;
+		if :: HASSESS(2) -> run Sess(2) :: else fi;
 #endif
 		skip
 	}
