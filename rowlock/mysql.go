@@ -61,7 +61,7 @@ WHERE name = ?
   AND ((expires_at <= UTC_TIMESTAMP(6) AND NOT EXISTS (
             SELECT 1 FROM ` + waitersTable + ` w` + waitersByName + `
             WHERE w.name = ? AND w.id < ? AND w.expires_at > UTC_TIMESTAMP(6)))
-       OR (hold_count > 0 AND owner_host = ? AND owner_id = ?))`
+       OR (hold_count > 0 AND expires_at > UTC_TIMESTAMP(6) AND owner_host = ? AND owner_id = ?))`
 
 	// myRemaining is a waiter's holderInfo: the lease left in µs, the
 	// holder's session marker if trusted, and the token. A hold of the

@@ -36,7 +36,11 @@ type postgresStore struct {
 // started, so it takes a lock released while it waited.
 //
 // A lapsed lock with live fair waiters goes only to the oldest of them:
-// $7 is the caller's waiter id, or the largest bigint when not queued.
+// $7 is the caller's waiter id, or the largest bigint when not queued. The
+// owner re-enters only while the lease is live: a lapsed row that still
+// counts holds of the owner (an acquisition whose answer was lost, a
+// release that failed) is a takeover like any other, behind the queue
+// (found by the Promela model, model/findings/reentry_after_lapse.pml).
 //
 // A takeover records the caller's session marker ($8, 0 for none) with the
 // new token; a re-entry keeps the row's marker only if it is the caller's
@@ -64,7 +68,7 @@ WHERE l.name = $1
   AND ((l.expires_at <= clock_timestamp() AND NOT EXISTS (
             SELECT 1 FROM ` + waitersTable + ` w
             WHERE w.name = $1 AND w.id < $7 AND w.expires_at > clock_timestamp()))
-       OR (l.hold_count > 0 AND l.owner_host = $2 AND l.owner_id = $3))
+       OR (l.hold_count > 0 AND l.expires_at > clock_timestamp() AND l.owner_host = $2 AND l.owner_id = $3))
 RETURNING l.token`
 
 // pgInsert creates the row of a fresh name. Its token comes from the name's
