@@ -50,8 +50,8 @@
 // restart commands default to this project's machines and can be
 // replaced with SQLLOCK_TORTURE_RESTART_POSTGRES and
 // SQLLOCK_TORTURE_RESTART_MYSQL (shell commands; `true` skips the restart,
-// which the summary then says). Under -short the run is shorter and does
-// not restart the servers. A run stopped while the server was read-only
+// which the summary then says). Under -short the run is shorter and
+// neither restarts the servers nor switches them read-only. A run stopped while the server was read-only
 // leaves PostgreSQL read-only (ALTER SYSTEM persists); the next run
 // switches it back and says so.
 package torture

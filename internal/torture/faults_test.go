@@ -2,6 +2,7 @@ package torture_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"time"
 
@@ -18,6 +19,16 @@ const (
 )
 
 var faultKinds = []string{faultKill, faultStop, faultCut, faultSessionKill, faultReadOnly}
+
+// kindsFor are the faults of a run: under -short, not the read-only
+// switch, which would refuse the writes of the other packages' tests that
+// go test -short ./... runs beside it.
+func kindsFor(cfg runConfig) []string {
+	if cfg.short {
+		return slices.DeleteFunc(slices.Clone(faultKinds), func(k string) bool { return k == faultReadOnly })
+	}
+	return faultKinds
+}
 
 // faultCounts is what the fault loop did, besides SIGKILLs and SIGSTOPs
 // (run.killedAt, run.stops).
@@ -37,7 +48,8 @@ type faultCounts struct {
 // through or every cfg.restartEvery (never under -short).
 func (r *run) faults() {
 	t := r.t
-	pending := append([]string(nil), faultKinds...)
+	kinds := kindsFor(r.cfg)
+	pending := slices.Clone(kinds)
 	rand.Shuffle(len(pending), func(i, j int) { pending[i], pending[j] = pending[j], pending[i] })
 	nextRestart := r.started.Add(r.cfg.length / 2)
 	if r.cfg.restartEvery > 0 {
@@ -70,7 +82,7 @@ func (r *run) faults() {
 		if len(running) == 0 {
 			break // checkExercised reports any fault that did not happen
 		}
-		kind := faultKinds[rand.IntN(len(faultKinds))]
+		kind := kinds[rand.IntN(len(kinds))]
 		if len(pending) > 0 {
 			kind, pending = pending[0], pending[1:]
 		}

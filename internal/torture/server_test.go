@@ -350,23 +350,14 @@ func pgBouncer(t *testing.T, tg testdb.Target) testdb.Target {
 	if dsn == "" {
 		dsn = defaultPgBouncerDSN
 	}
-	// The simple protocol: this check must not depend on what the pooled
-	// workers test.
-	db, err := sql.Open("pgx", withParam(dsn, "default_query_exec_mode", "simple_protocol"))
+	via, err := serverIdentity(dsn)
 	if err != nil {
-		t.Fatalf("%s=%q: %v", envPgBouncer, dsn, err)
-	}
-	defer func() { _ = db.Close() }()
-	const identity = `SELECT current_database() || ' ' || pg_postmaster_start_time()::text`
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var via, want string
-	if err := db.QueryRowContext(ctx, identity).Scan(&via); err != nil {
 		t.Fatalf("PgBouncer unreachable at %s: %v\n\tthe torture suite runs workers through it: start it with "+
 			"`.ci/pgbouncer start` (transaction pooling on 127.0.0.1:6432 in front of the local PostgreSQL), "+
 			"or set %s to one in front of %s", dsn, err, envPgBouncer, tg.HostPort())
 	}
-	if err := tg.DB.QueryRowContext(ctx, identity).Scan(&want); err != nil {
+	want, err := serverIdentity(tg.DSN)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if via != want {
@@ -374,6 +365,40 @@ func pgBouncer(t *testing.T, tg testdb.Target) testdb.Target {
 			"set %s to one in front of it", dsn, via, tg.HostPort(), want, envPgBouncer)
 	}
 	return testdb.Target{Name: "pgbouncer", Dialect: dblock.Postgres, DriverName: "pgx", DSN: dsn}
+}
+
+// serverIdentity tells a PostgreSQL server, and the database, that dsn
+// reaches: the database's name and the server's start time. It uses the
+// simple protocol, so that it works through PgBouncer whatever the pooled
+// workers test.
+func serverIdentity(dsn string) (string, error) {
+	db, err := sql.Open("pgx", withParam(dsn, "default_query_exec_mode", "simple_protocol"))
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = db.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var id string
+	err = db.QueryRowContext(ctx, `SELECT current_database() || ' ' || pg_postmaster_start_time()::text`).Scan(&id)
+	return id, err
+}
+
+// checkPooler fails the run if PgBouncer stopped answering: the pooled
+// workers then tested nothing since. PgBouncer 1.18 (Debian 12's) has been
+// seen to exit here, "FATAL ... disconnect_client(): bad client state: 0"
+// in its log, a crash on a cancel request whose client went away first
+// (pgbouncer/pgbouncer#801, fixed upstream in 2023); pgx sends cancel
+// requests whenever a context ends a query.
+func (r *run) checkPooler() {
+	if r.bouncer.DSN == "" || r.poolerGone {
+		return
+	}
+	if _, err := serverIdentity(r.bouncer.DSN); err != nil {
+		r.poolerGone = true
+		r.t.Errorf("PgBouncer at %s stopped answering during the run (%v): the workers behind it tested nothing since; "+
+			"see its log (PgBouncer 1.18 exits on some cancel requests: pgbouncer/pgbouncer#801)", r.bouncer.DSN, err)
+	}
 }
 
 func restartEnv(tg testdb.Target) string {

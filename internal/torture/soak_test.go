@@ -79,4 +79,5 @@ func (r *run) progress() {
 	r.t.Logf("%s: %v of %v, %d acquisitions so far; %d SIGKILLs, %d SIGSTOPs, %d cuts, %d restarts, %d session-kill rounds, %d read-only switches",
 		r.tg.Name, time.Since(r.started).Round(time.Second), r.cfg.length, n,
 		len(r.killedAt), len(r.stops), c.cuts, c.restarts, c.sessionKills, c.readOnly)
+	r.checkPooler()
 }

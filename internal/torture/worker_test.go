@@ -45,15 +45,24 @@ const (
 )
 
 // TestTortureWorker is a worker process: SQLLOCK_TORTURE_GOROUTINES
-// goroutines acquire the names in SQLLOCK_TORTURE_NAMES for SQLLOCK_TORTURE_RUN_FOR (and until
-// the process has recorded a hold), writing each hold to the ledger. It
-// then closes everything it opened and fails if a goroutine is left. In a
-// normal run it returns at once.
+// goroutines acquire the names in SQLLOCK_TORTURE_NAMES for
+// SQLLOCK_TORTURE_RUN_FOR (and until the process has recorded a hold),
+// writing each hold to the ledger. It then closes everything it opened and
+// fails if a goroutine is left. In a normal run it returns at once.
 func TestTortureWorker(t *testing.T) {
 	if !testdb.IsChild() || os.Getenv(envDSN) == "" {
 		return
 	}
 	leaks := goleak.IgnoreCurrent()
+	// Last, once the pools testdb.Open made have closed and pgx's
+	// connections with them: a connection closed as a query's context
+	// ended lingers in a goroutine of pgx's for up to 15 s (a cancel
+	// request, then waiting for the server or PgBouncer to hang up).
+	t.Cleanup(func() {
+		if err := goleak.Find(leaks); err != nil {
+			t.Errorf("worker leaked goroutines: %v", err)
+		}
+	})
 	dialect, err := lockkit.ParseDialect(os.Getenv(envDialect))
 	if err != nil {
 		t.Fatal(err)
@@ -70,33 +79,22 @@ func TestTortureWorker(t *testing.T) {
 	if _, ok := holdProfiles[profile]; !ok {
 		t.Fatalf("%s=%q: unknown hold profile", envProfile, profile)
 	}
-	driver := map[dblock.Dialect]string{dblock.Postgres: "pgx", dblock.MySQL: "mysql"}[dialect]
-	lockDB, err := sql.Open(driver, os.Getenv(envDSN))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clockDB, err := sql.Open(driver, os.Getenv(envClockDSN))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg := testdb.Target{Name: os.Getenv(envDialect), Dialect: dialect,
+		DriverName: map[dblock.Dialect]string{dblock.Postgres: "pgx", dblock.MySQL: "mysql"}[dialect]}
+	lockDB := testdb.Open(t, tg, os.Getenv(envDSN))
+	clockDB := testdb.Open(t, tg, os.Getenv(envClockDSN))
 	led, err := openLedger(os.Getenv(envLedger))
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &holder{dialect: dialect, clockDB: clockDB, led: led, pid: os.Getpid(), profile: profile}
-	pools := []*sql.DB{lockDB, clockDB}
 	rlOpts := []rowlock.Option{
 		rowlock.WithWaiterTTL(tortureTTL),
 		rowlock.WithPollInterval(5*time.Millisecond, 200*time.Millisecond),
 		rowlock.WithLogger(slog.New(&eventHandler{w: w, next: slog.NewTextHandler(os.Stderr, nil)})),
 	}
 	if dsn := os.Getenv(envSessionDSN); dsn != "" {
-		sessionDB, err := sql.Open(driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pools = append(pools, sessionDB)
-		rlOpts = append(rlOpts, rowlock.WithSessionDB(sessionDB))
+		rlOpts = append(rlOpts, rowlock.WithSessionDB(testdb.Open(t, tg, dsn)))
 	}
 	if w.rl, err = rowlock.New(lockDB, rlOpts...); err != nil {
 		t.Fatal(err)
@@ -131,23 +129,16 @@ func TestTortureWorker(t *testing.T) {
 	}
 	wg.Wait()
 
-	// Everything the worker opened is closed, and nothing is left running.
+	// Everything the worker opened is closed (the pools as the test ends),
+	// and nothing is left running (checked last, see above).
 	if err := rl.Close(); err != nil {
 		t.Errorf("rowlock Close: %v", err)
 	}
 	if err := fl.Close(); err != nil {
 		t.Errorf("forupdate Close: %v", err)
 	}
-	for _, db := range pools {
-		if err := db.Close(); err != nil {
-			t.Errorf("closing a pool: %v", err)
-		}
-	}
 	if err := led.close(); err != nil {
 		t.Errorf("closing the ledger: %v", err)
-	}
-	if err := goleak.Find(leaks); err != nil {
-		t.Errorf("worker leaked goroutines: %v", err)
 	}
 	if err := w.ledgerErr(); err != nil {
 		t.Errorf("writing the ledger: %v", err)
