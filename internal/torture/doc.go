@@ -19,7 +19,10 @@
 // runs on 127.0.0.1:6432; the suite fails when it cannot reach it, or when
 // it fronts another server): one takes its session connection from the
 // pooled pool, so rowlock must detect the pooler and go without markers,
-// the other has rowlock.WithSessionDB on a direct connection. On MySQL the
+// the other has rowlock.WithSessionDB on a direct connection. PgBouncer
+// 1.18 itself crashes under these faults now and then (see keepPoolerUp);
+// the suite then starts it again (SQLLOCK_TORTURE_RESTART_PGBOUNCER, by
+// default `.ci/pgbouncer start`) and counts it. On MySQL the
 // workers connect as a user of their own with rights on the lock tables
 // only, which read_only binds; the suite creates it and drops it.
 //

@@ -40,6 +40,8 @@ type faultCounts struct {
 	sessionKills, sessionsKilled, markerSessionsKilled int
 	readOnly                                           int
 	readOnlyFor                                        time.Duration
+	// poolerCrashes counts the times PgBouncer died and was started again.
+	poolerCrashes int
 }
 
 // faults runs the fault loop until two seconds before the end, and until
@@ -67,6 +69,7 @@ func (r *run) faults() {
 			nextProgress = nextProgress.Add(r.cfg.progressEvery)
 			r.progress()
 		}
+		r.keepPoolerUp()
 		if restartDue() {
 			restartServer(t, r.tg)
 			r.counts.restarts++

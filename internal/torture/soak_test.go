@@ -76,8 +76,7 @@ func (r *run) progress() {
 		n += bytes.Count(data, []byte(`"kind":"start"`))
 	}
 	c := r.counts
-	r.t.Logf("%s: %v of %v, %d acquisitions so far; %d SIGKILLs, %d SIGSTOPs, %d cuts, %d restarts, %d session-kill rounds, %d read-only switches",
+	r.t.Logf("%s: %v of %v, %d acquisitions so far; %d SIGKILLs, %d SIGSTOPs, %d cuts, %d restarts, %d session-kill rounds, %d read-only switches, %d PgBouncer crashes",
 		r.tg.Name, time.Since(r.started).Round(time.Second), r.cfg.length, n,
-		len(r.killedAt), len(r.stops), c.cuts, c.restarts, c.sessionKills, c.readOnly)
-	r.checkPooler()
+		len(r.killedAt), len(r.stops), c.cuts, c.restarts, c.sessionKills, c.readOnly, c.poolerCrashes)
 }

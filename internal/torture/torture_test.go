@@ -120,12 +120,10 @@ type run struct {
 	// poolProxy is in front of PgBouncer (PostgreSQL only), cut with proxy.
 	poolProxy *testdb.Proxy
 	bouncer   testdb.Target // PgBouncer's DSN, as a Target for DSNVia
-	// poolerGone: PgBouncer stopped answering (said once, by checkPooler).
-	poolerGone bool
-	dir        string
-	names      []string
-	started    time.Time
-	until      time.Time
+	dir       string
+	names     []string
+	started   time.Time
+	until     time.Time
 
 	procs    []*process    // every worker started, in order
 	live     []*process    // by slot
@@ -196,7 +194,7 @@ func torture(t *testing.T, tg testdb.Target, cfg runConfig) result {
 	for _, err := range errs {
 		t.Error(err)
 	}
-	r.checkPooler()
+	r.keepPoolerUp() // for the tests after this one
 	r.checkExercised(ivs)
 	r.checkAcquirable()
 	summary := r.summary(ivs, len(errs))
@@ -471,6 +469,9 @@ func (r *run) summary(ivs []interval, violations int) string {
 	}
 	if r.tg.Dialect == dblock.Postgres {
 		fmt.Fprintf(&b, "; %d workers behind PgBouncer without a session connection detected the pooler", r.eventsOn(pooled)[eventPoolerDetected])
+		if c.poolerCrashes > 0 {
+			fmt.Fprintf(&b, "; PgBouncer itself crashed %d times and was started again", c.poolerCrashes)
+		}
 	}
 	return b.String()
 }
