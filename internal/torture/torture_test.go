@@ -84,13 +84,15 @@ type runConfig struct {
 	// progressEvery is how often a long run logs how far it got; 0 never.
 	progressEvery time.Duration
 	// faultGap is the range of pauses between faults.
-	faultGap struct{ min, max time.Duration }
+	faultGap durationRange
 }
+
+type durationRange struct{ min, max time.Duration }
 
 // tortureFaultGap is the range of pauses between faults of TestTorture:
 // long enough for a worker woken by SIGCONT to record that it lost its
 // holds before anything else happens to it.
-var tortureFaultGap = struct{ min, max time.Duration }{400 * time.Millisecond, time.Second}
+var tortureFaultGap = durationRange{400 * time.Millisecond, time.Second}
 
 func TestTorture(t *testing.T) {
 	cfg := runConfig{length: 24 * time.Second, namesPerKind: 2, goroutines: 3, profile: "torture", faultGap: tortureFaultGap}
@@ -132,14 +134,8 @@ type run struct {
 	counts   faultCounts
 }
 
-// result is what a run checked: its holds, and how many violations the
-// ledger showed.
-type result struct {
-	ivs        []interval
-	violations int
-}
-
-func torture(t *testing.T, tg testdb.Target, cfg runConfig) result {
+// torture runs one dialect's torture and returns the holds it checked.
+func torture(t *testing.T, tg testdb.Target, cfg runConfig) []interval {
 	r := &run{t: t, tg: tg, cfg: cfg, slots: slotsFor(tg.Dialect), dir: t.TempDir(), killedAt: map[int]int64{}}
 	r.live = make([]*process, len(r.slots))
 	for _, k := range kinds {
@@ -200,7 +196,7 @@ func torture(t *testing.T, tg testdb.Target, cfg runConfig) result {
 	summary := r.summary(ivs, len(errs))
 	t.Log(summary)
 	fmt.Println(summary)
-	return result{ivs: ivs, violations: len(errs)}
+	return ivs
 }
 
 // spawn starts a worker in slot, for the rest of the run.
