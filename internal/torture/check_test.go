@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqllock/sqllock/dblock"
 )
 
 // start and end build ledger records for the checker's self-test.
@@ -211,8 +213,9 @@ func TestVerifyWorker(t *testing.T) {
 }
 
 // A worker must fail on a server error no fault explains, and only on
-// those: errors of restarts, cuts and killed sessions, and of the network
-// itself, are the run's faults.
+// those: errors of restarts, cuts and killed sessions, of the network
+// itself, and the read-only switch's refusals reported as ErrReadOnly, are
+// the run's faults.
 func TestServerSaysBug(t *testing.T) {
 	wrap := func(err error) error { return fmt.Errorf("forupdate: acquire %q: %w", "n", err) }
 	for _, tc := range []struct {
@@ -231,6 +234,12 @@ func TestServerSaysBug(t *testing.T) {
 		{"PostgreSQL admin shutdown", wrap(&pgconn.PgError{Code: "57P01"}), false},
 		{"PostgreSQL starting up", wrap(&pgconn.PgError{Code: "57P03"}), false},
 		{"PostgreSQL connection failure", wrap(&pgconn.PgError{Code: "08006"}), false},
+		// The read-only switch: refusals the library reports as
+		// ErrReadOnly, and only those.
+		{"PostgreSQL read-only, as ErrReadOnly", wrap(fmt.Errorf("%w: %w", dblock.ErrReadOnly, &pgconn.PgError{Code: "25006"})), false},
+		{"PostgreSQL read-only, unclassified", wrap(&pgconn.PgError{Code: "25006"}), true},
+		{"MySQL read_only, as ErrReadOnly", wrap(fmt.Errorf("%w: %w", dblock.ErrReadOnly, &mysql.MySQLError{Number: 1290})), false},
+		{"MySQL read_only, unclassified", wrap(&mysql.MySQLError{Number: 1290}), true},
 		{"broken connection", wrap(mysql.ErrInvalidConn), false},
 		{"refused connection", wrap(errors.New("dial tcp 127.0.0.1:1: connect: connection refused")), false},
 	} {

@@ -163,6 +163,20 @@ func (p *process) verify() (holds int, errs []error) {
 	return holds, errs
 }
 
+// events is the set of events the worker reported ("worker event NAME"
+// lines), killed or not.
+func (p *process) events() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ev := map[string]bool{}
+	for _, line := range p.lines {
+		if name, ok := strings.CutPrefix(line, "worker event "); ok {
+			ev[name] = true
+		}
+	}
+	return ev
+}
+
 // output is the worker's stdout and the end of its stderr, for a failure
 // report.
 func (p *process) output() string {

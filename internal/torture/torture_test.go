@@ -3,13 +3,10 @@ package torture_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,16 +21,43 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	workers        = 4 // worker processes alive at any time, per dialect
-	perWorker      = 3 // goroutines taking locks in each
 	tortureTTL     = time.Second
 	acquireTimeout = 10 * tortureTTL
 )
 
-// slotOffsets are the wall-clock offsets of the worker slots: two workers
-// run an hour off, one ahead and one behind; a worker that replaces a
-// killed one keeps its slot's offset.
-var slotOffsets = [workers]time.Duration{time.Hour, -time.Hour, 0, 0}
+// path is how a worker reaches the database server.
+type path string
+
+const (
+	// direct: through the fault-injection proxy to the server.
+	direct path = "direct"
+	// pooled: through the proxy to PgBouncer in transaction mode, the
+	// session connection from the same pool (rowlock detects the pooler
+	// and goes without markers and LISTEN).
+	pooled path = "pgbouncer"
+	// pooledSession: as pooled, with rowlock.WithSessionDB on a direct
+	// connection (through the proxy), so markers and LISTEN work.
+	pooledSession path = "pgbouncer+session"
+)
+
+// slot is one worker place: a worker that replaces a killed one keeps its
+// slot's clock offset and path.
+type slot struct {
+	offset time.Duration
+	path   path
+}
+
+// slotsFor lays out the workers of a dialect: two run with their wall
+// clock an hour off, one ahead and one behind; on PostgreSQL two more go
+// through PgBouncer, one of them with a direct session connection.
+func slotsFor(d dblock.Dialect) []slot {
+	s := []slot{{time.Hour, direct}, {-time.Hour, direct}, {0, direct}, {0, direct}}
+	if d == dblock.Postgres {
+		s[3].path = pooled
+		s = append(s, slot{0, pooledSession})
+	}
+	return s
+}
 
 // kinds of lock under torture, by name prefix: rowlock unfair and fair,
 // and forupdate.
@@ -45,18 +69,35 @@ func kindOf(name string) string {
 }
 
 // runConfig sizes a run. Under -short the run is shorter, does not
-// restart the server (go test -short ./... runs packages side by side), and
-// asks the skewed workers for holds, but not of every kind: a few seconds
-// give each only a handful.
+// restart the server nor switch it read-only (go test -short ./... runs
+// packages side by side), and asks the skewed and pooled workers for
+// holds, but not of every kind: a few seconds give each only a handful.
 type runConfig struct {
-	length time.Duration
-	short  bool
+	length       time.Duration
+	short        bool
+	namesPerKind int
+	goroutines   int         // per worker
+	profile      holdProfile // how long holds last
+	// restartEvery is how often the server restarts; 0 is once, half way
+	// through (never under -short).
+	restartEvery time.Duration
+	// progressEvery is how often a long run logs how far it got; 0 never.
+	progressEvery time.Duration
+	// faultGap is the range of pauses between faults.
+	faultGap durationRange
 }
 
+type durationRange struct{ min, max time.Duration }
+
+// tortureFaultGap is the range of pauses between faults of TestTorture:
+// long enough for a worker woken by SIGCONT to record that it lost its
+// holds before anything else happens to it.
+var tortureFaultGap = durationRange{400 * time.Millisecond, time.Second}
+
 func TestTorture(t *testing.T) {
-	cfg := runConfig{length: 24 * time.Second}
+	cfg := runConfig{length: 24 * time.Second, namesPerKind: 2, goroutines: 3, profile: "torture", faultGap: tortureFaultGap}
 	if testing.Short() {
-		cfg = runConfig{length: 8 * time.Second, short: true}
+		cfg.length, cfg.short = 8*time.Second, true
 	}
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) { torture(t, tg, cfg) })
@@ -72,32 +113,44 @@ type stopEvent struct {
 
 // run is one dialect's torture: its workers and what the fault loop did.
 type run struct {
-	t     *testing.T
-	tg    testdb.Target
-	cfg   runConfig
-	proxy *testdb.Proxy
-	dir   string
-	names []string
-	until time.Time
+	t      *testing.T
+	tg     testdb.Target
+	cfg    runConfig
+	slots  []slot
+	server *server // what the suite does to the server itself
+	proxy  *testdb.Proxy
+	// poolProxy is in front of PgBouncer (PostgreSQL only), cut with proxy.
+	poolProxy *testdb.Proxy
+	bouncer   testdb.Target // PgBouncer's DSN, as a Target for DSNVia
+	dir       string
+	names     []string
+	started   time.Time
+	until     time.Time
 
-	procs    []*process // every worker started, in order
-	live     [workers]*process
+	procs    []*process    // every worker started, in order
+	live     []*process    // by slot
 	killedAt map[int]int64 // pid -> database clock just before its SIGKILL
 	stops    []stopEvent
-	cuts     int
-	restarts int
+	counts   faultCounts
 }
 
-func torture(t *testing.T, tg testdb.Target, cfg runConfig) {
-	r := &run{t: t, tg: tg, cfg: cfg, dir: t.TempDir(), killedAt: map[int]int64{}}
+// torture runs one dialect's torture and returns the holds it checked.
+func torture(t *testing.T, tg testdb.Target, cfg runConfig) []interval {
+	r := &run{t: t, tg: tg, cfg: cfg, slots: slotsFor(tg.Dialect), dir: t.TempDir(), killedAt: map[int]int64{}}
+	r.live = make([]*process, len(r.slots))
 	for _, k := range kinds {
-		for i := range 2 {
+		for i := range cfg.namesPerKind {
 			r.names = append(r.names, fmt.Sprintf("%s/%s/%d", k, testdb.Name(t), i))
 		}
 	}
+	r.server = newServer(t, tg, r.names)
 	r.proxy = testdb.NewProxy(t, tg.HostPort())
-	start := time.Now()
-	r.until = start.Add(cfg.length)
+	if tg.Dialect == dblock.Postgres {
+		r.bouncer = pgBouncer(t, tg)
+		r.poolProxy = testdb.NewProxy(t, r.bouncer.HostPort())
+	}
+	r.started = time.Now()
+	r.until = r.started.Add(cfg.length)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range r.procs {
@@ -108,7 +161,7 @@ func torture(t *testing.T, tg testdb.Target, cfg runConfig) {
 	for slot := range r.live {
 		r.spawn(slot)
 	}
-	r.faults(start)
+	r.faults()
 
 	for _, p := range r.live {
 		select {
@@ -137,97 +190,42 @@ func torture(t *testing.T, tg testdb.Target, cfg runConfig) {
 	for _, err := range errs {
 		t.Error(err)
 	}
+	r.keepPoolerUp() // for the tests after this one
 	r.checkExercised(ivs)
 	r.checkAcquirable()
-	summary := r.summary(ivs)
+	summary := r.summary(ivs, len(errs))
 	t.Log(summary)
 	fmt.Println(summary)
+	return ivs
 }
 
 // spawn starts a worker in slot, for the rest of the run.
 func (r *run) spawn(slot int) {
 	n := len(r.procs) + 1
-	p := startWorker(r.t, slot, slotOffsets[slot],
-		filepath.Join(r.dir, fmt.Sprintf("worker-%d.jsonl", n)),
-		filepath.Join(r.dir, fmt.Sprintf("worker-%d.log", n)),
-		max(time.Until(r.until), 0),
-		[]string{
-			envDialect + "=" + r.tg.Name,
-			envDSN + "=" + r.tg.DSNVia(r.proxy.Addr()),
-			envClockDSN + "=" + r.tg.DSN,
-			envNames + "=" + strings.Join(r.names, ","),
-		})
-	r.procs = append(r.procs, p)
-	r.live[slot] = p
-}
-
-// faults runs the fault loop until two seconds before the end, and until
-// each kind of fault has happened at least once: SIGKILL of a worker,
-// SIGSTOP and SIGCONT of a worker (a holder paused past its lease, as by a
-// long GC pause), a cut of every connection through the proxy, and (not
-// under -short) one restart of the server, half way through.
-func (r *run) faults(start time.Time) {
-	t := r.t
-	pending := []string{"kill", "stop", "cut"}
-	rand.Shuffle(len(pending), func(i, j int) { pending[i], pending[j] = pending[j], pending[i] })
-	restartAt := start.Add(r.cfg.length / 2)
-	end := r.until.Add(-2 * time.Second)
-	for time.Now().Before(end) || len(pending) > 0 || (!r.cfg.short && r.restarts == 0) {
-		// Long enough for a worker woken by SIGCONT to record that it lost
-		// its holds before anything else happens to it.
-		time.Sleep(time.Duration(400+rand.IntN(600)) * time.Millisecond)
-		if !r.cfg.short && r.restarts == 0 && time.Now().After(restartAt) {
-			restartServer(t, r.tg)
-			r.restarts++
-			continue
-		}
-		var running []int
-		for slot, p := range r.live {
-			if p.running() {
-				running = append(running, slot)
-			}
-		}
-		if len(running) == 0 {
-			break // checkExercised reports any fault that did not happen
-		}
-		slot := running[rand.IntN(len(running))]
-		kind := []string{"kill", "stop", "cut"}[rand.IntN(3)]
-		if len(pending) > 0 {
-			kind, pending = pending[0], pending[1:]
-		}
-		switch kind {
-		case "kill":
-			p := r.live[slot]
-			// Read before the signal: a forupdate successor gets the row the
-			// moment the connection dies, so a reading after could be later
-			// than its start though the killed holder was gone by then.
-			at := r.dbNow()
-			if !p.kill() {
-				pending = append(pending, kind) // it had just ended: try another
-				continue
-			}
-			r.killedAt[p.pid] = at
-			r.spawn(slot)
-		case "stop":
-			p := r.live[slot]
-			ev := stopEvent{pid: p.pid, stopAt: r.dbNow()}
-			if err := p.signal(syscall.SIGSTOP); err != nil {
-				pending = append(pending, kind) // it had just ended: try another
-				continue
-			}
-			time.Sleep(tortureTTL*3/2 + time.Duration(rand.Int64N(int64(tortureTTL))))
-			if err := p.signal(syscall.SIGCONT); err != nil {
-				t.Fatalf("SIGCONT pid %d: %v", p.pid, err)
-			}
-			ev.contAt = r.dbNow()
-			r.stops = append(r.stops, ev)
-		case "cut":
-			r.proxy.Cut()
-			time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
-			r.proxy.Restore()
-			r.cuts++
+	sl := r.slots[slot]
+	env := []string{
+		envDialect + "=" + r.tg.Name,
+		envClockDSN + "=" + r.server.workerDSN(r.tg.DSN),
+		envNames + "=" + strings.Join(r.names, ","),
+		envPerWorker + "=" + strconv.Itoa(r.cfg.goroutines),
+		envProfile + "=" + string(r.cfg.profile),
+	}
+	viaProxy := r.server.workerDSN(r.tg.DSNVia(r.proxy.Addr()))
+	switch sl.path {
+	case direct:
+		env = append(env, envDSN+"="+viaProxy)
+	case pooled, pooledSession:
+		env = append(env, envDSN+"="+pooledDSN(r.server.workerDSN(r.bouncer.DSNVia(r.poolProxy.Addr()))))
+		if sl.path == pooledSession {
+			env = append(env, envSessionDSN+"="+viaProxy)
 		}
 	}
+	p := startWorker(r.t, slot, sl.offset,
+		filepath.Join(r.dir, fmt.Sprintf("worker-%d.jsonl", n)),
+		filepath.Join(r.dir, fmt.Sprintf("worker-%d.log", n)),
+		max(time.Until(r.until), 0), env)
+	r.procs = append(r.procs, p)
+	r.live[slot] = p
 }
 
 // dbNow reads the database clock straight from the server, retrying for
@@ -246,57 +244,124 @@ func (r *run) dbNow() int64 {
 }
 
 // checkExercised fails a run that proved less than it claims: every fault
-// happened, every name was held, and the skewed workers held every kind.
+// happened and was seen to, every name was held, and the skewed and pooled
+// workers held every kind.
 func (r *run) checkExercised(ivs []interval) {
 	t := r.t
-	if len(r.killedAt) == 0 || len(r.stops) == 0 || r.cuts == 0 {
-		t.Errorf("faults: %d SIGKILLs, %d SIGSTOPs, %d cuts: want each > 0", len(r.killedAt), len(r.stops), r.cuts)
+	c := r.counts
+	if len(r.killedAt) == 0 || len(r.stops) == 0 || c.cuts == 0 {
+		t.Errorf("faults: %d SIGKILLs, %d SIGSTOPs, %d cuts: want each > 0", len(r.killedAt), len(r.stops), c.cuts)
 	}
-	if want := map[bool]int{false: 1, true: 0}[r.cfg.short]; r.restarts != want {
-		t.Errorf("%d server restarts, want %d", r.restarts, want)
+	if c.markerSessionsKilled == 0 {
+		t.Errorf("%d sessions killed by the server in %d rounds, none holding a held lock's session marker: crash detection went untested",
+			c.sessionsKilled, c.sessionKills)
 	}
+	switch {
+	case r.cfg.short && c.restarts != 0:
+		t.Errorf("%d server restarts under -short, want 0", c.restarts)
+	case !r.cfg.short && r.cfg.restartEvery == 0 && c.restarts != 1:
+		t.Errorf("%d server restarts, want 1", c.restarts)
+	case !r.cfg.short && r.cfg.restartEvery > 0 && c.restarts == 0:
+		t.Errorf("no server restart, want one every %v", r.cfg.restartEvery)
+	}
+	events := r.events()
+	switch {
+	case r.cfg.short && c.readOnly != 0:
+		t.Errorf("%d read-only switches under -short, want 0", c.readOnly)
+	case !r.cfg.short && c.readOnly == 0:
+		t.Errorf("no read-only switch")
+	case !r.cfg.short && events[eventReadOnly]+events[eventReadOnlyLost] == 0:
+		t.Errorf("no worker saw dblock.ErrReadOnly, from an acquisition or as the cause of a lost lock: the read-only switch went unnoticed")
+	}
+	if r.tg.Dialect == dblock.Postgres {
+		if n := r.eventsOn(pooled)[eventPoolerDetected]; n == 0 {
+			t.Errorf("no worker behind PgBouncer without a session connection logged that it detected the pooler")
+		}
+		if n := r.eventsOn(pooledSession)[eventPoolerDetected]; n > 0 {
+			t.Errorf("%d workers behind PgBouncer with a direct session connection (WithSessionDB) logged a pooler in front of it", n)
+		}
+	}
+
 	perName := map[string]int{}
-	offsetOf := r.offsets()
-	type offsetKind struct {
-		offset time.Duration
-		kind   string
+	slotOf := r.slotOf()
+	type groupKind struct {
+		group, kind string
 	}
-	skewed := map[offsetKind]int{}
+	held := map[groupKind]int{}
 	for _, iv := range ivs {
 		perName[iv.Name]++
 		kind := kindOf(iv.Name)
 		if r.cfg.short {
 			kind = "any"
 		}
-		skewed[offsetKind{offsetOf[iv.Pid], kind}]++
+		for _, g := range groups(slotOf[iv.Pid]) {
+			held[groupKind{g, kind}]++
+		}
 	}
 	for _, name := range r.names {
 		if perName[name] == 0 {
 			t.Errorf("%s was never held: the torture exercised nothing", name)
 		}
 	}
-	for _, offset := range slotOffsets {
-		if offset == 0 {
-			continue
-		}
-		want := kinds
-		if r.cfg.short {
-			want = []string{"any"}
-		}
-		for _, kind := range want {
-			if skewed[offsetKind{offset, kind}] == 0 {
-				t.Errorf("workers whose clock is off by %v recorded no hold (kind %s): skew went untested", offset, kind)
+	want := kinds
+	if r.cfg.short {
+		want = []string{"any"}
+	}
+	for _, sl := range r.slots {
+		for _, g := range groups(sl) {
+			for _, kind := range want {
+				if held[groupKind{g, kind}] == 0 {
+					t.Errorf("workers %s recorded no hold (kind %s): that went untested", g, kind)
+				}
 			}
 		}
 	}
 }
 
-func (r *run) offsets() map[int]time.Duration {
-	m := map[int]time.Duration{}
+// groups are what sets a slot's workers apart, for checkExercised: their
+// clock offset and their path, when not the usual.
+func groups(sl slot) []string {
+	var g []string
+	if sl.offset != 0 {
+		g = append(g, fmt.Sprintf("whose clock is off by %v", sl.offset))
+	}
+	if sl.path != direct {
+		g = append(g, fmt.Sprintf("on path %s", sl.path))
+	}
+	return g
+}
+
+// slotOf maps every worker's pid to its slot.
+func (r *run) slotOf() map[int]slot {
+	m := map[int]slot{}
 	for _, p := range r.procs {
-		m[p.pid] = p.offset
+		m[p.pid] = r.slots[p.slot]
 	}
 	return m
+}
+
+// events counts, per event, the workers that reported it.
+func (r *run) events() map[string]int {
+	n := map[string]int{}
+	for _, p := range r.procs {
+		for e := range p.events() {
+			n[e]++
+		}
+	}
+	return n
+}
+
+// eventsOn is events for the workers on path.
+func (r *run) eventsOn(pa path) map[string]int {
+	n := map[string]int{}
+	for _, p := range r.procs {
+		if r.slots[p.slot].path == pa {
+			for e := range p.events() {
+				n[e]++
+			}
+		}
+	}
+	return n
 }
 
 // checkAcquirable proves every lock can be had again once the dust
@@ -337,15 +402,16 @@ func (r *run) checkAcquirable() {
 	}
 }
 
-// summary is the line that says what the run survived.
-func (r *run) summary(ivs []interval) string {
+// summary is the line that says what the run checked and survived.
+func (r *run) summary(ivs []interval, violations int) string {
 	type stats struct{ holds, long, lost, open, acrossStop int }
 	perKind := map[string]*stats{}
 	for _, k := range kinds {
 		perKind[k] = &stats{}
 	}
-	offsetOf := r.offsets()
+	slotOf := r.slotOf()
 	perOffset := map[time.Duration]int{}
+	perPath := map[path]int{}
 	for _, iv := range ivs {
 		s := perKind[kindOf(iv.Name)]
 		s.holds++
@@ -364,60 +430,44 @@ func (r *run) summary(ivs []interval) string {
 		}) {
 			s.acrossStop++
 		}
-		perOffset[offsetOf[iv.Pid]]++
+		perOffset[slotOf[iv.Pid].offset]++
+		perPath[slotOf[iv.Pid].path]++
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "torture %s: %d acquisitions checked over %d names by %d worker processes (clock +1h: %d holds, -1h: %d)",
-		r.tg.Name, len(ivs), len(r.names), len(r.procs), perOffset[time.Hour], perOffset[-time.Hour])
+	fmt.Fprintf(&b, "torture %s: %d acquisitions checked in %v over %d names by %d worker processes, %d violations (clock +1h: %d holds, -1h: %d",
+		r.tg.Name, len(ivs), time.Since(r.started).Round(time.Second), len(r.names), len(r.procs), violations,
+		perOffset[time.Hour], perOffset[-time.Hour])
+	if r.tg.Dialect == dblock.Postgres {
+		fmt.Fprintf(&b, "; through PgBouncer: %d holds, %d of them with a direct session connection", perPath[pooled]+perPath[pooledSession], perPath[pooledSession])
+	}
+	b.WriteString(")")
 	for _, k := range kinds {
 		s := perKind[k]
 		fmt.Fprintf(&b, "; %s: %d holds, %d past the TTL, %d ended by a lost lock, %d cut off by SIGKILL, %d held across a SIGSTOP",
 			k, s.holds, s.long, s.lost, s.open, s.acrossStop)
 	}
+	c := r.counts
 	fmt.Fprintf(&b, "; survived %d SIGKILLs, %d SIGSTOPs, %d connection cuts, %d server restarts",
-		len(r.killedAt), len(r.stops), r.cuts, r.restarts)
+		len(r.killedAt), len(r.stops), c.cuts, c.restarts)
 	switch {
 	case r.cfg.short:
 		b.WriteString(" (restart skipped under -short)")
 	case restartIsNoop(r.tg):
 		fmt.Fprintf(&b, " (no-op: %s=true)", restartEnv(r.tg))
 	}
-	return b.String()
-}
-
-func restartEnv(tg testdb.Target) string {
-	return "SQLLOCK_TORTURE_RESTART_" + strings.ToUpper(tg.Name)
-}
-
-// restartIsNoop reports whether the restart command is `true`, which
-// developers use to run the suite beside other tests.
-func restartIsNoop(tg testdb.Target) bool {
-	return strings.TrimSpace(os.Getenv(restartEnv(tg))) == "true"
-}
-
-// restartServer restarts a database server and waits until it answers.
-func restartServer(t *testing.T, tg testdb.Target) {
-	t.Helper()
-	cmd := map[dblock.Dialect]string{
-		dblock.Postgres: `pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n1)" main restart`,
-		dblock.MySQL: `mysqladmin -h127.0.0.1 -uroot shutdown && ` +
-			`for i in $(seq 100); do pgrep -x mariadbd >/dev/null || break; sleep 0.1; done; ` +
-			`start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`,
-	}[tg.Dialect]
-	if v := os.Getenv(restartEnv(tg)); v != "" {
-		cmd = v
+	events := r.events()
+	fmt.Fprintf(&b, ", %d sessions killed by the server in %d rounds (%d holding a held lock's session marker; %d workers logged a lost session connection)",
+		c.sessionsKilled, c.sessionKills, c.markerSessionsKilled, events[eventSessionEnded])
+	fmt.Fprintf(&b, ", %d read-only switches (%v read-only in all; %d workers had acquisitions refused with ErrReadOnly, %d lost a lock with it as cause)",
+		c.readOnly, c.readOnlyFor.Round(100*time.Millisecond), events[eventReadOnly], events[eventReadOnlyLost])
+	if r.cfg.short {
+		b.WriteString(" (skipped under -short)")
 	}
-	if out, err := exec.Command("bash", "-c", cmd).CombinedOutput(); err != nil {
-		t.Fatalf("restart %s: %v\n%s", tg.Name, err, out)
-	}
-	for range 600 {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := tg.DB.PingContext(ctx)
-		cancel()
-		if err == nil {
-			return
+	if r.tg.Dialect == dblock.Postgres {
+		fmt.Fprintf(&b, "; %d workers behind PgBouncer without a session connection detected the pooler", r.eventsOn(pooled)[eventPoolerDetected])
+		if c.poolerCrashes > 0 {
+			fmt.Fprintf(&b, "; PgBouncer itself crashed %d times and was started again", c.poolerCrashes)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s did not come back within a minute of its restart", tg.Name)
+	return b.String()
 }

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,18 +36,33 @@ const (
 	envLedger   = "SQLLOCK_TORTURE_LEDGER"
 	envNames    = "SQLLOCK_TORTURE_NAMES"
 	envRunFor   = "SQLLOCK_TORTURE_RUN_FOR" // a Go duration
+	// envSessionDSN, when set, gives rowlock.WithSessionDB a pool of its
+	// own: a direct connection beside a lock pool that goes through a
+	// pooler.
+	envSessionDSN = "SQLLOCK_TORTURE_SESSION_DSN"
+	envPerWorker  = "SQLLOCK_TORTURE_GOROUTINES" // goroutines taking locks
+	envProfile    = "SQLLOCK_TORTURE_PROFILE"    // how long holds last: see holdFor
 )
 
-// TestTortureWorker is a worker process: perWorker goroutines acquire the
-// names in SQLLOCK_TORTURE_NAMES for SQLLOCK_TORTURE_RUN_FOR (and until
-// the process has recorded a hold), writing each hold to the ledger. It
-// then closes everything it opened and fails if a goroutine is left. In a
-// normal run it returns at once.
+// TestTortureWorker is a worker process: SQLLOCK_TORTURE_GOROUTINES
+// goroutines acquire the names in SQLLOCK_TORTURE_NAMES for
+// SQLLOCK_TORTURE_RUN_FOR (and until the process has recorded a hold),
+// writing each hold to the ledger. It then closes everything it opened and
+// fails if a goroutine is left. In a normal run it returns at once.
 func TestTortureWorker(t *testing.T) {
 	if !testdb.IsChild() || os.Getenv(envDSN) == "" {
 		return
 	}
 	leaks := goleak.IgnoreCurrent()
+	// Last, once the pools testdb.Open made have closed and pgx's
+	// connections with them: a connection closed as a query's context
+	// ended lingers in a goroutine of pgx's for up to 15 s (a cancel
+	// request, then waiting for the server or PgBouncer to hang up).
+	t.Cleanup(func() {
+		if err := goleak.Find(leaks); err != nil {
+			t.Errorf("worker leaked goroutines: %v", err)
+		}
+	})
 	dialect, err := lockkit.ParseDialect(os.Getenv(envDialect))
 	if err != nil {
 		t.Fatal(err)
@@ -54,28 +71,38 @@ func TestTortureWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	driver := map[dblock.Dialect]string{dblock.Postgres: "pgx", dblock.MySQL: "mysql"}[dialect]
-	lockDB, err := sql.Open(driver, os.Getenv(envDSN))
-	if err != nil {
-		t.Fatal(err)
+	goroutines, err := strconv.Atoi(os.Getenv(envPerWorker))
+	if err != nil || goroutines <= 0 {
+		t.Fatalf("%s=%q: want a positive number", envPerWorker, os.Getenv(envPerWorker))
 	}
-	clockDB, err := sql.Open(driver, os.Getenv(envClockDSN))
-	if err != nil {
-		t.Fatal(err)
+	profile := holdProfile(os.Getenv(envProfile))
+	if _, ok := holdProfiles[profile]; !ok {
+		t.Fatalf("%s=%q: unknown hold profile", envProfile, profile)
 	}
+	tg := testdb.Target{Name: os.Getenv(envDialect), Dialect: dialect,
+		DriverName: map[dblock.Dialect]string{dblock.Postgres: "pgx", dblock.MySQL: "mysql"}[dialect]}
+	lockDB := testdb.Open(t, tg, os.Getenv(envDSN))
+	clockDB := testdb.Open(t, tg, os.Getenv(envClockDSN))
 	led, err := openLedger(os.Getenv(envLedger))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl, err := rowlock.New(lockDB, rowlock.WithWaiterTTL(tortureTTL), rowlock.WithPollInterval(5*time.Millisecond, 200*time.Millisecond))
-	if err != nil {
+	w := &holder{dialect: dialect, clockDB: clockDB, led: led, pid: os.Getpid(), profile: profile}
+	rlOpts := []rowlock.Option{
+		rowlock.WithWaiterTTL(tortureTTL),
+		rowlock.WithPollInterval(5*time.Millisecond, 200*time.Millisecond),
+		rowlock.WithLogger(slog.New(&eventHandler{w: w, next: slog.NewTextHandler(os.Stderr, nil)})),
+	}
+	if dsn := os.Getenv(envSessionDSN); dsn != "" {
+		rlOpts = append(rlOpts, rowlock.WithSessionDB(testdb.Open(t, tg, dsn)))
+	}
+	if w.rl, err = rowlock.New(lockDB, rlOpts...); err != nil {
 		t.Fatal(err)
 	}
-	fl, err := forupdate.New(lockDB)
-	if err != nil {
+	if w.fl, err = forupdate.New(lockDB); err != nil {
 		t.Fatal(err)
 	}
-	w := &holder{dialect: dialect, clockDB: clockDB, led: led, rl: rl, fl: fl, pid: os.Getpid()}
+	rl, fl := w.rl, w.fl
 
 	// The skew as the library sees it: its wall clock against the database's.
 	dbStart, err := w.dbNowRetry(clockDB)
@@ -93,7 +120,7 @@ func TestTortureWorker(t *testing.T) {
 	deadline := time.Now().Add(runFor)
 	names := strings.Split(os.Getenv(envNames), ",")
 	var wg sync.WaitGroup
-	for range perWorker {
+	for range goroutines {
 		wg.Go(func() {
 			for ctx.Err() == nil && (time.Now().Before(deadline) || w.holds.Load() == 0) {
 				w.hold(ctx, names[rand.IntN(len(names))])
@@ -102,28 +129,22 @@ func TestTortureWorker(t *testing.T) {
 	}
 	wg.Wait()
 
-	// Everything the worker opened is closed, and nothing is left running.
+	// Everything the worker opened is closed (the pools as the test ends),
+	// and nothing is left running (checked last, see above).
 	if err := rl.Close(); err != nil {
 		t.Errorf("rowlock Close: %v", err)
 	}
 	if err := fl.Close(); err != nil {
 		t.Errorf("forupdate Close: %v", err)
 	}
-	for _, c := range []interface{ Close() error }{lockDB, clockDB} {
-		if err := c.Close(); err != nil {
-			t.Errorf("closing a pool: %v", err)
-		}
-	}
 	if err := led.close(); err != nil {
 		t.Errorf("closing the ledger: %v", err)
-	}
-	if err := goleak.Find(leaks); err != nil {
-		t.Errorf("worker leaked goroutines: %v", err)
 	}
 	if err := w.ledgerErr(); err != nil {
 		t.Errorf("writing the ledger: %v", err)
 	}
-	fmt.Printf("worker stats holds=%d lost=%d acquire_errors=%d\n", w.holds.Load(), w.lost.Load(), w.acquireErrs.Load())
+	fmt.Printf("worker stats holds=%d lost=%d acquire_errors=%d read_only_errors=%d\n",
+		w.holds.Load(), w.lost.Load(), w.acquireErrs.Load(), w.readOnlyErrs.Load())
 	if n := w.acquireErrs.Load(); n > 0 {
 		fmt.Printf("worker last acquire error: %v\n", w.lastAcquireErr.Load())
 	}
@@ -136,11 +157,16 @@ func TestTortureWorker(t *testing.T) {
 // serverSaysBug tells an acquire error the faults of the run cannot
 // explain: the server answered with an error, and not one of those a
 // restart, a cut or a killed session produce (those, and errors of the
-// network itself, carry no server code or one of these). Contention
-// (deadlocks, lock wait timeouts, serialization failures) never reaches
-// users, so it counts as a bug too, as do errors like MySQL's 1467 (the
-// AUTO-INC lock under NOWAIT), which a run once produced unnoticed.
+// network itself, carry no server code or one of these), nor a refusal
+// of the read-only switch that the library reported as dblock.ErrReadOnly
+// (one it let through unclassified is a bug). Contention (deadlocks, lock
+// wait timeouts, serialization failures) never reaches users, so it counts
+// as a bug too, as do errors like MySQL's 1467 (the AUTO-INC lock under
+// NOWAIT), which a run once produced unnoticed.
 func serverSaysBug(err error) bool {
+	if errors.Is(err, dblock.ErrReadOnly) {
+		return false
+	}
 	var myErr *mysql.MySQLError
 	if errors.As(err, &myErr) {
 		switch myErr.Number {
@@ -165,6 +191,27 @@ func serverSaysBug(err error) bool {
 	return false
 }
 
+// Events a worker reports on stdout, once each, as soon as they happen,
+// so that the suite sees them even from a worker it later kills.
+const (
+	// eventReadOnly: an acquisition failed with dblock.ErrReadOnly.
+	eventReadOnly = "read-only-refused"
+	// eventReadOnlyLost: a lock was lost with dblock.ErrReadOnly as cause.
+	eventReadOnlyLost = "read-only-lost"
+	// eventPoolerDetected: rowlock logged that its session connection
+	// receives no notifications (a transaction pooler in front of it).
+	eventPoolerDetected = "pooler-detected"
+	// eventSessionEnded: rowlock logged that its session connection ended
+	// and the locks taken under its marker were lost.
+	eventSessionEnded = "session-ended"
+)
+
+// logEvents maps rowlock's log messages to the events they are.
+var logEvents = map[string]string{
+	"receives no notifications": eventPoolerDetected,
+	"session connection ended":  eventSessionEnded,
+}
+
 // holder is a worker's state, shared by its goroutines.
 type holder struct {
 	dialect dblock.Dialect
@@ -173,15 +220,18 @@ type holder struct {
 	rl      *rowlock.Locker
 	fl      *forupdate.Locker
 	pid     int
+	profile holdProfile
 
 	seq            atomic.Int64 // numbers the holds in the ledger
 	holds, lost    atomic.Int64
 	acquireErrs    atomic.Int64
+	readOnlyErrs   atomic.Int64
 	lastAcquireErr atomic.Value
 	// unexpected is the last acquire error that no fault of the run
 	// explains (see serverSaysBug).
 	unexpected atomic.Value
 	writeErr   atomic.Pointer[error]
+	events     sync.Map // event name -> struct{}: said already
 }
 
 func (w *holder) write(r record) {
@@ -198,19 +248,73 @@ func (w *holder) ledgerErr() error {
 	return nil
 }
 
-// holdFor picks how long to keep a lock: mostly briefly, as most users
-// do, and often past the TTL, so that renewal, and losing the lease while
-// holding (a cut, a restart, a SIGSTOP), happen under load.
-func holdFor() time.Duration {
-	switch p := rand.IntN(100); {
-	case p < 50:
-		return time.Duration(rand.IntN(30)) * time.Millisecond
-	case p < 80:
-		return time.Duration(30+rand.IntN(600)) * time.Millisecond
-	default:
-		return tortureTTL + time.Duration(rand.Int64N(int64(2*tortureTTL)))
+// event says on stdout, the first time only, that something happened.
+func (w *holder) event(name string) {
+	if _, said := w.events.LoadOrStore(name, struct{}{}); !said {
+		fmt.Printf("worker event %s\n", name)
 	}
 }
+
+// eventHandler passes rowlock's log on to next (stderr), and reports the
+// log lines that are events of the run.
+type eventHandler struct {
+	w    *holder
+	next slog.Handler
+}
+
+func (h *eventHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *eventHandler) Handle(ctx context.Context, r slog.Record) error {
+	for text, name := range logEvents {
+		if strings.Contains(r.Message, text) {
+			h.w.event(name)
+		}
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h *eventHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &eventHandler{w: h.w, next: h.next.WithAttrs(as)}
+}
+
+func (h *eventHandler) WithGroup(name string) slog.Handler {
+	return &eventHandler{w: h.w, next: h.next.WithGroup(name)}
+}
+
+// holdProfile says how long holds last.
+type holdProfile string
+
+// holdProfiles, by name: each picks a hold's length from a percentile.
+var holdProfiles = map[holdProfile]func(p int) time.Duration{
+	// Mostly brief, as most users hold locks, and often past the TTL, so
+	// that renewal, and losing the lease while holding (a cut, a restart,
+	// a SIGSTOP), happen under load.
+	"torture": func(p int) time.Duration {
+		switch {
+		case p < 50:
+			return time.Duration(rand.IntN(30)) * time.Millisecond
+		case p < 80:
+			return time.Duration(30+rand.IntN(600)) * time.Millisecond
+		default:
+			return tortureTTL + time.Duration(rand.Int64N(int64(2*tortureTTL)))
+		}
+	},
+	// Briefer, for many acquisitions in a soak, and still some past the
+	// TTL.
+	"soak": func(p int) time.Duration {
+		switch {
+		case p < 80:
+			return time.Duration(rand.IntN(10)) * time.Millisecond
+		case p < 97:
+			return time.Duration(10+rand.IntN(300)) * time.Millisecond
+		default:
+			return tortureTTL + time.Duration(rand.Int64N(int64(2*tortureTTL)))
+		}
+	},
+}
+
+// holdFor picks how long to keep a lock.
+func (w *holder) holdFor() time.Duration { return holdProfiles[w.profile](rand.IntN(100)) }
 
 // hold takes name once, records the hold and releases it.
 //
@@ -240,9 +344,16 @@ func (w *holder) hold(ctx context.Context, name string) {
 			// shown, so a worker that only ever fails stands out.
 			w.acquireErrs.Add(1)
 			w.lastAcquireErr.Store(err.Error())
+			if errors.Is(err, dblock.ErrReadOnly) {
+				w.readOnlyErrs.Add(1)
+				w.event(eventReadOnly)
+			}
 			if serverSaysBug(err) {
 				w.unexpected.Store(err.Error())
 			}
+			// A server that refuses at once (down, read-only) is not
+			// hammered in a loop.
+			time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
 		}
 		return
 	}
@@ -262,7 +373,7 @@ func (w *holder) hold(ctx context.Context, name string) {
 	w.holds.Add(1)
 
 	end, lost := start, false
-	until := time.Now().Add(holdFor())
+	until := time.Now().Add(w.holdFor())
 	for !lost && time.Now().Before(until) {
 		pause := min(time.Until(until), time.Duration(20+rand.IntN(130))*time.Millisecond)
 		select {
@@ -278,6 +389,9 @@ func (w *holder) hold(ctx context.Context, name string) {
 	}
 	if lost {
 		w.lost.Add(1)
+		if errors.Is(lock.Err(), dblock.ErrReadOnly) {
+			w.event(eventReadOnlyLost)
+		}
 	}
 	ended, _ := dbNow(w.clockDB, w.dialect)
 	w.write(record{Kind: "end", Hold: id, Name: name, Token: lock.Token(), At: end, Lost: lost, Ended: ended})
