@@ -450,9 +450,12 @@ func restartServer(t *testing.T, tg testdb.Target) {
 	t.Helper()
 	cmd := map[dblock.Dialect]string{
 		dblock.Postgres: `pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n1)" main restart`,
+		// By the server's pid file (/etc/mysql/my.cnf), not the program's
+		// name: another mariadbd on the machine (a developer's own) would
+		// make start-stop-daemon think the server runs, and start nothing.
 		dblock.MySQL: `mysqladmin -h127.0.0.1 -uroot shutdown && ` +
-			`for i in $(seq 100); do pgrep -x mariadbd >/dev/null || break; sleep 0.1; done; ` +
-			`start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`,
+			`for i in $(seq 300); do [ -e /run/mysqld/mysqld.pid ] || break; sleep 0.1; done; ` +
+			`start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid --exec /usr/sbin/mariadbd`,
 	}[tg.Dialect]
 	if v := os.Getenv(restartEnv(tg)); v != "" {
 		cmd = v
