@@ -15,11 +15,11 @@
  *
  * Configurations (-D switches; model/check runs each):
  *   CFG_LEASE      3 processes, 2 names: leases, renewal, drift, re-entry,
- *                  fresh inserts, the reaper, lost connections, a crash
+ *                  fresh inserts, the reaper, lost responses, failed releases
  *   CFG_MARKERS    3 processes, 1 name: crash detection through session
- *                  markers, sessions killed, a crash, lost connections
- *   CFG_QUEUE      3 processes, 2 names: the fair queue with heartbeats,
- *                  re-enqueue, dead waiters, the reaper, markers, a crash
+ *                  markers, sessions ended by the server, a crash
+ *   CFG_QUEUE      3 processes, 1 name: the fair queue with heartbeats,
+ *                  re-enqueue, leaving, dead waiters, the reaper
  *                  (these three: safety, by assertions)
  *   CFG_CRASH      progress when the holder dies (LTL progress_crash)
  *   CFG_FAIRWAKE   two fair waiters in one Locker: the head of the queue is
