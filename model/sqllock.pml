@@ -15,17 +15,19 @@
  *
  * Configurations (-D switches; model/check runs each):
  *   CFG_LEASE      3 processes, 2 names: leases, renewal, drift, re-entry,
- *                  fresh inserts, the reaper, lost connections, a crash
+ *                  fresh inserts, the reaper, lost responses, failed releases
  *   CFG_MARKERS    3 processes, 1 name: crash detection through session
- *                  markers, sessions killed, a crash, lost connections
- *   CFG_QUEUE      3 processes, 2 names: the fair queue with heartbeats,
- *                  re-enqueue, dead waiters, the reaper, markers, a crash
- *                  (these three: safety, by assertions)
+ *                  markers, sessions ended by the server, a crash
+ *   CFG_QUEUE      3 processes, 1 name: the fair queue with heartbeats,
+ *                  re-enqueue, leaving, dead waiters, the reaper
+ *   CFG_QUEUEFAULTS 1 name: the fair queue with lost responses and
+ *                  failed releases (rows that still count holds)
+ *                  (these four: safety, by assertions)
  *   CFG_CRASH      progress when the holder dies (LTL progress_crash)
  *   CFG_FAIRWAKE   two fair waiters in one Locker: the head of the queue is
  *                  the one that polls (LTL progress_fair)
  * Mutants (model/mutants/*.pml) define one MUT_* switch and include this
- * file; model/findings/*.pml likewise show what the model found.
+ * file.
  */
 
 #define NP 3            /* client processes, each its own Locker unless LOCKER says */
@@ -63,6 +65,16 @@
 #define GIVEUP 1
 #define CRASHES 0       /* without markers or a restart, a crash is a process
                          * never scheduled again: already a behaviour here */
+#endif
+
+#ifdef CFG_QUEUEFAULTS
+#define NN 1
+#define QUEUE
+#define ALLFAIR(p) (p < 2)
+#define MAXTOK 2
+#define FAULTS 1        /* lost responses: rows that still count holds */
+#define GIVEUP 0
+#define CRASHES 0
 #endif
 
 #ifdef CFG_CRASH
@@ -104,7 +116,7 @@
 #endif
 
 #ifndef NN
-#error "choose a configuration: -DCFG_LEASE, -DCFG_MARKERS, -DCFG_QUEUE, -DCFG_CRASH or -DCFG_FAIRWAKE"
+#error "choose a configuration: -DCFG_LEASE, -DCFG_MARKERS, -DCFG_QUEUE, -DCFG_QUEUEFAULTS, -DCFG_CRASH or -DCFG_FAIRWAKE"
 #endif
 #ifndef CRASHABLE
 #define CRASHABLE(p) true
@@ -316,19 +328,22 @@ inline hold(p, t) {
 
 /* pgTake / myTake: takeover of a lapsed row or re-entry by its owner.
  * WHERE (lapsed AND NOT EXISTS older live waiter) OR (hold_count > 0 AND
- * same owner); SET by CASE lapsed. */
+ * live AND same owner); SET by CASE lapsed. */
+#ifdef MUT_REENTRY_AFTER_LAPSE
+/* mutant: the re-entry disjunct without "live" (the code before b7fa91b) */
+#define LAPSEDOWNER(n, p) (rhc[n] > 0 && rown[n] == OWN(p))
+#else
+#define LAPSEDOWNER(n, p) false
+#endif
 inline take(p, n, q, res) {
 	if
 	:: !rex[n] -> res = R_NOROW
-	:: rex[n] && rexp[n] <= 0 && (!OLDER(n, q) || (rhc[n] > 0 && rown[n] == OWN(p))) ->
+	:: rex[n] && rexp[n] <= 0 && (!OLDER(n, q) || LAPSEDOWNER(n, p)) ->
 		if
 		:: rtok[n] >= MAXTOK -> res = R_ERR     /* bound: as if never sent */
 		:: else ->
-#ifdef STRICT_FAIR
-			/* finding: an owner whose lapsed row still counts its holds
-			 * re-enters past live older waiters (README) */
+			/* the head-of-line rule: no live waiter older than the taker */
 			assert(!OLDER(n, q));
-#endif
 			notpassed(p, n, q);
 			rtok[n]++;
 			issued(n, rtok[n]);
