@@ -3,6 +3,7 @@ package torture_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -75,7 +76,11 @@ func (r *run) progress() {
 		n += bytes.Count(data, []byte(`"kind":"start"`))
 	}
 	c := r.counts
-	r.t.Logf("%s: %v of %v, %d acquisitions so far; %d SIGKILLs, %d SIGSTOPs, %d cuts, %d restarts, %d session-kill rounds, %d read-only switches, %d PgBouncer crashes",
+	pooler := ""
+	if r.bouncer.DSN != "" {
+		pooler = fmt.Sprintf(", %d PgBouncer crashes", c.poolerCrashes)
+	}
+	r.t.Logf("%s: %v of %v, %d acquisitions so far; %d SIGKILLs, %d SIGSTOPs, %d cuts, %d restarts, %d session-kill rounds, %d read-only switches%s",
 		r.tg.Name, time.Since(r.started).Round(time.Second), r.cfg.length, n,
-		len(r.killedAt), len(r.stops), c.cuts, c.restarts, c.sessionKills, c.readOnly, c.poolerCrashes)
+		len(r.killedAt), len(r.stops), c.cuts, c.restarts, c.sessionKills, c.readOnly, pooler)
 }
