@@ -370,12 +370,19 @@ func (s *session) run(ctx context.Context, inc *incarnation) {
 	s.mu.Unlock()
 	inc.cancel()
 	close(inc.failed)
-	if err == nil || stopped && len(lost) == 0 {
-		return
+	// Every lock still counted on this incarnation goes with its marker,
+	// whatever ended it: even a session stopped while idle may have had a
+	// lock registered in the moment between its idle timer firing and
+	// this, and the marker that lock's row names is gone now.
+	cause := fmt.Errorf("%w: session connection stopped", errSessionEnded)
+	if err != nil {
+		cause = fmt.Errorf("%w: session connection failed: %w", errSessionEnded, err)
 	}
-	cause := fmt.Errorf("%w: session connection failed: %w", errSessionEnded, err)
 	for _, k := range lost {
 		k.lose(cause)
+	}
+	if err == nil || stopped && len(lost) == 0 {
+		return
 	}
 	s.logger.Warn("rowlock: session connection ended; its locks are lost and a new one starts when needed",
 		"error", err, "locks_lost", len(lost))
