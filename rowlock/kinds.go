@@ -3,6 +3,7 @@ package rowlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -13,6 +14,22 @@ import (
 // taken, which run even when the caller's context has ended: a name left
 // held would block others until its lease lapsed.
 const giveBackTimeout = 10 * time.Second
+
+// checkKindCall checks what every acquisition of a lock kind over several
+// rows checks first, in this order: the context, that the Locker is open,
+// the names (checkNames), the options. A bad call changes nothing.
+func (l *Locker) checkKindCall(ctx context.Context, opts []dblock.Option, checkNames func() error) (dblock.Options, error) {
+	if err := lockinput.CheckContext(ctx); err != nil {
+		return dblock.Options{}, fmt.Errorf("rowlock: %w", err)
+	}
+	if l.closed.Load() {
+		return dblock.Options{}, dblock.ErrClosed
+	}
+	if err := checkNames(); err != nil {
+		return dblock.Options{}, err
+	}
+	return lockinput.ResolveOptions(opts...)
+}
 
 // withOneOwner returns ctx carrying the owner of an acquisition of
 // several rows: the one ctx carries, or a fresh one, so that every row is

@@ -52,19 +52,14 @@ func (l *Locker) TryAcquireAll(ctx context.Context, names []string, opts ...dblo
 }
 
 func (l *Locker) acquireAll(ctx context.Context, names []string, opts []dblock.Option, wait bool) (*MultiLock, error) {
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return nil, fmt.Errorf("rowlock: %w", err)
-	}
-	if l.closed.Load() {
-		return nil, dblock.ErrClosed
-	}
-	set, err := canonicalNames(names)
+	// Options are checked once, before anything is taken: a bad option
+	// must not fail half-way through the names.
+	var set []string
+	_, err := l.checkKindCall(ctx, opts, func() (err error) {
+		set, err = canonicalNames(names)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	// Checked once, before anything is taken: a bad option must not fail
-	// half-way through the names.
-	if _, err := lockinput.ResolveOptions(opts...); err != nil {
 		return nil, err
 	}
 	ctx, owner, carried, err := withOneOwner(ctx)

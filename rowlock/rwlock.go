@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
@@ -101,16 +100,9 @@ func (rw *RWLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.
 }
 
 func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*RWLock, error) {
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return nil, fmt.Errorf("rowlock: %w", err)
-	}
-	if rw.l.closed.Load() {
-		return nil, dblock.ErrClosed
-	}
-	if err := checkKindName(name, readerRow(name, MaxReaders-1), "read/write lock"); err != nil {
-		return nil, err
-	}
-	o, err := lockinput.ResolveOptions(opts...)
+	o, err := rw.l.checkKindCall(ctx, opts, func() error {
+		return checkKindName(name, readerRow(name, MaxReaders-1), "read/write lock")
+	})
 	if err != nil {
 		return nil, err
 	}

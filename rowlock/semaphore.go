@@ -99,16 +99,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.
 }
 
 func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*Permit, error) {
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return nil, fmt.Errorf("rowlock: %w", err)
-	}
-	if s.l.closed.Load() {
-		return nil, dblock.ErrClosed
-	}
-	if err := checkKindName(name, slotName(name, s.limit-1), "semaphore"); err != nil {
-		return nil, err
-	}
-	o, err := lockinput.ResolveOptions(opts...)
+	o, err := s.l.checkKindCall(ctx, opts, func() error {
+		return checkKindName(name, slotName(name, s.limit-1), "semaphore")
+	})
 	if err != nil {
 		return nil, err
 	}
