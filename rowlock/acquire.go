@@ -28,6 +28,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 	if err != nil {
 		return nil, err
 	}
+	a.sessionKey = l.sess.key(ctx) // Acquire's waiting reads it at every try
 	out, sent, err := l.try(ctx, a)
 	if err == nil && !out.acquired {
 		err = dblock.ErrNotAcquired
@@ -102,7 +103,6 @@ func (l *Locker) prepare(ctx context.Context, name string, opts []dblock.Option)
 	return attempt{
 		name: name, host: owner.Host, ownerID: owner.ID, note: o.Note,
 		ttl: o.TTL, minHold: o.MinHold, fair: o.Fair,
-		sessionKey: l.sess.key(ctx),
 	}, nil
 }
 

@@ -104,7 +104,6 @@ type incarnation struct {
 	// Guarded by session.mu:
 	listening bool      // LISTEN is in effect and a NOTIFY round trip came back
 	deadline  time.Time // by the monotonic clock: the marker is trusted until then
-	err       error     // why it ended
 }
 
 // Session tuning.
@@ -366,7 +365,6 @@ func (s *session) run(ctx context.Context, inc *incarnation) {
 			s.retryAt = clock.Now().Add(startBackoff)
 		}
 	}
-	inc.err = err
 	s.mu.Unlock()
 	inc.cancel()
 	close(inc.failed)
