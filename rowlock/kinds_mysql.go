@@ -5,10 +5,11 @@ import (
 	"strings"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // myKinds is kindsStore on MySQL and MariaDB.
-type myKinds struct{ db runner }
+type myKinds struct{ db pgxrow.DB }
 
 const (
 	// myOwnerHolds: owner_host, owner_id, then the names.

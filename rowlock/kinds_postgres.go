@@ -6,10 +6,11 @@ import (
 	"strings"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // pgKinds is kindsStore on PostgreSQL.
-type pgKinds struct{ db runner }
+type pgKinds struct{ db pgxrow.DB }
 
 const (
 	// pgOwnerHolds: $1 owner_host, $2 owner_id, then the names.

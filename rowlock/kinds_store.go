@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // kindsStore is the SQL that the lock kinds built from several rows
@@ -94,7 +95,7 @@ const semaphoresTable = "dblock_semaphores"
 // longer agrees. So holders that have passed this check never disagree
 // about the limit. It returns the limit recorded and, when that is not
 // limit, how many slots others hold.
-func ensureLimit(ctx context.Context, db runner, q limitSQL, name string, limit int, slotsOf func(limit int) []string, own string) (recorded, inUse int, err error) {
+func ensureLimit(ctx context.Context, db pgxrow.DB, q limitSQL, name string, limit int, slotsOf func(limit int) []string, own string) (recorded, inUse int, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, 0, err
@@ -104,12 +105,12 @@ func ensureLimit(ctx context.Context, db runner, q limitSQL, name string, limit 
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	err = db.in(tx).QueryRowContext(ctx, q.readShared, name).Scan(&recorded)
+	err = db.On(tx).QueryRowContext(ctx, q.readShared, name).Scan(&recorded)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// A concurrent insert makes this one a unique violation, which
 		// is contention: the caller runs the transaction again.
-		if _, err := db.in(tx).ExecContext(ctx, q.insert, name, limit); err != nil {
+		if _, err := db.On(tx).ExecContext(ctx, q.insert, name, limit); err != nil {
 			return 0, 0, err
 		}
 		return limit, 0, tx.Commit()
@@ -118,7 +119,7 @@ func ensureLimit(ctx context.Context, db runner, q limitSQL, name string, limit 
 	case recorded == limit:
 		return limit, 0, tx.Commit()
 	}
-	if err := db.in(tx).QueryRowContext(ctx, q.readForUpdate, name).Scan(&recorded); err != nil {
+	if err := db.On(tx).QueryRowContext(ctx, q.readForUpdate, name).Scan(&recorded); err != nil {
 		return 0, 0, err
 	}
 	if recorded == limit {
@@ -127,13 +128,13 @@ func ensureLimit(ctx context.Context, db runner, q limitSQL, name string, limit 
 	// Placeholders only are spliced in; the names are arguments.
 	slots := slotsOf(max(limit, recorded))
 	count := strings.Replace(q.countLive, "%s", q.in(2, len(slots)), 1)
-	if err := db.in(tx).QueryRowContext(ctx, count, withNames([]any{own}, slots)...).Scan(&inUse); err != nil {
+	if err := db.On(tx).QueryRowContext(ctx, count, withNames([]any{own}, slots)...).Scan(&inUse); err != nil {
 		return 0, 0, err
 	}
 	if inUse > 0 {
 		return recorded, inUse, nil
 	}
-	if _, err := db.in(tx).ExecContext(ctx, q.update, limit, name); err != nil {
+	if _, err := db.On(tx).ExecContext(ctx, q.update, limit, name); err != nil {
 		return 0, 0, err
 	}
 	return limit, 0, tx.Commit()

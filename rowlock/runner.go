@@ -1,59 +1,15 @@
 package rowlock
 
-import (
-	"context"
-	"database/sql"
+import "github.com/sqllock/sqllock/internal/pgxrow"
 
-	"github.com/sqllock/sqllock/internal/pgxrow"
-)
-
-// runner runs statements on the Locker's pool the way its store does: on
-// PostgreSQL in the pool's exec mode (see package pgxrow: through a
-// transaction pooler, never as named prepared statements), as given on
-// MySQL.
-type runner struct {
-	db *sql.DB
-	pg *pgxrow.DB // nil on MySQL
-}
-
-// runner returns the Locker's runner.
-func (l *Locker) runner() runner {
+// runner returns how the Locker runs statements that are not its store's
+// own (the lock kinds'): as its store does, through pgxrow, which on
+// PostgreSQL with pgx picks the pool's exec mode (never named prepared
+// statements through a transaction pooler) and with any other driver runs
+// them as given. On PostgreSQL it shares the store's look at the pool.
+func (l *Locker) runner() pgxrow.DB {
 	if ps, ok := l.store.(postgresStore); ok {
-		return runner{db: l.db, pg: &ps.db}
+		return ps.db
 	}
-	return runner{db: l.db}
-}
-
-func (r runner) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if r.pg != nil {
-		return r.pg.ExecContext(ctx, query, args...)
-	}
-	return r.db.ExecContext(ctx, query, args...)
-}
-
-func (r runner) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if r.pg != nil {
-		return r.pg.QueryContext(ctx, query, args...)
-	}
-	return r.db.QueryContext(ctx, query, args...)
-}
-
-func (r runner) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if r.pg != nil {
-		return r.pg.QueryRowContext(ctx, query, args...)
-	}
-	return r.db.QueryRowContext(ctx, query, args...)
-}
-
-// BeginTx begins a transaction on the pool; run its statements through in.
-func (r runner) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
-	return r.db.BeginTx(ctx, opts)
-}
-
-// in runs statements in tx the runner's way.
-func (r runner) in(tx *sql.Tx) pgxrow.Querier {
-	if r.pg != nil {
-		return r.pg.On(tx)
-	}
-	return tx
+	return pgxrow.Wrap(l.db)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // SweepSemaphores deletes the recorded limits of semaphores (see
@@ -89,7 +90,7 @@ func scanRecords(rows *sql.Rows, err error) ([]string, error) {
 // deleteIdleRecord deletes name's record if it is idle (see
 // SweepSemaphores), in one READ COMMITTED transaction: lock it, count its
 // held slots with a statement of its own, delete it.
-func deleteIdleRecord(ctx context.Context, db runner, q limitSQL, name string, grace time.Duration) (gone bool, err error) {
+func deleteIdleRecord(ctx context.Context, db pgxrow.DB, q limitSQL, name string, grace time.Duration) (gone bool, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return false, err
@@ -100,7 +101,7 @@ func deleteIdleRecord(ctx context.Context, db runner, q limitSQL, name string, g
 		}
 	}()
 	var permits int
-	err = db.in(tx).QueryRowContext(ctx, q.lockIdle, name, micros(grace)).Scan(&permits)
+	err = db.On(tx).QueryRowContext(ctx, q.lockIdle, name, micros(grace)).Scan(&permits)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil // in use, young, or gone already
 	}
@@ -114,13 +115,13 @@ func deleteIdleRecord(ctx context.Context, db runner, q limitSQL, name string, g
 	var held int
 	// Placeholders only are spliced in; no slot is named "".
 	count := strings.Replace(q.countLive, "%s", q.in(2, len(slots)), 1)
-	if err := db.in(tx).QueryRowContext(ctx, count, withNames([]any{""}, slots)...).Scan(&held); err != nil {
+	if err := db.On(tx).QueryRowContext(ctx, count, withNames([]any{""}, slots)...).Scan(&held); err != nil {
 		return false, err
 	}
 	if held > 0 {
 		return false, nil
 	}
-	if _, err := db.in(tx).ExecContext(ctx, q.remove, name); err != nil {
+	if _, err := db.On(tx).ExecContext(ctx, q.remove, name); err != nil {
 		return false, err
 	}
 	if err := tx.Commit(); err != nil {

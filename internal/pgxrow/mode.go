@@ -169,6 +169,12 @@ func (d DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql
 // through On or Scan.
 func (d DB) Conn(ctx context.Context) (*sql.Conn, error) { return d.db.Conn(ctx) }
 
+// BeginTx begins a transaction on the pool (sql.DB.BeginTx); run its
+// statements through On.
+func (d DB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+	return d.db.BeginTx(ctx, opts)
+}
+
 // Pooled reports whether the pool's first connections found a pooler in
 // the path; known is false until one has looked.
 func (d DB) Pooled() (pooled, known bool) {
