@@ -2,9 +2,8 @@
  * sqllock's lock protocol at the level of its SQL statements, for spin.
  *
  * README.md beside this file maps every step to the statement and the Go
- * function it stands for, says what is abstracted away, and which parts are
- * modelled from the crash-detection design (session markers) rather than
- * from code. Change this file with the code.
+ * function it stands for, says what is abstracted away and why the
+ * configurations below cover what matters. Change this file with the code.
  *
  * Time is discrete: one Clock tick is one unit of database time. Every
  * timestamp is kept relative to "now" (expires_at - now, clamped at -1), so
@@ -22,10 +21,14 @@
  *                  re-enqueue, leaving, dead waiters, the reaper
  *   CFG_QUEUEFAULTS 1 name: the fair queue with lost responses and
  *                  failed releases (rows that still count holds)
- *                  (these four: safety, by assertions)
+ *   CFG_MARKQUEUE  1 name: the fair queue with a marked process whose
+ *                  session ends and restarts, MinHold
+ *                  (these five: safety, by assertions, exhaustive)
  *   CFG_CRASH      progress when the holder dies (LTL progress_crash)
  *   CFG_FAIRWAKE   two fair waiters in one Locker: the head of the queue is
  *                  the one that polls (LTL progress_fair)
+ *   CFG_ALL        everything of the safety configurations at once, too
+ *                  large to search exhaustively: a swarm of bitstate runs
  * Mutants (model/mutants/*.pml) define one MUT_* switch and include this
  * file.
  */
@@ -58,6 +61,7 @@
 #ifdef CFG_QUEUE
 #define NN 1
 #define QUEUE
+#define USEDROW
 #define ALLFAIR(p) (p < 2)  /* processes 0 and 1 wait fairly, process 2 does not */
 #define MAXTOK 2
 #define REAPER
@@ -70,6 +74,7 @@
 #ifdef CFG_QUEUEFAULTS
 #define NN 1
 #define QUEUE
+#define USEDROW
 #define ALLFAIR(p) (p < 2)
 #define MAXTOK 2
 #define FAULTS 1        /* lost responses: rows that still count holds */
@@ -103,6 +108,37 @@
 #define LOCKER(p) (p < 2 -> 0 : 1)  /* ... of one Locker; process 2 is another */
 #endif
 
+#ifdef CFG_MARKQUEUE
+#define NN 1
+#define QUEUE
+#define MARKERS
+#define MINHOLD
+#define HASSESS(p) (p == 0) /* one marked process (README: why one suffices) */
+#define ALLFAIR(p) (p < 2)  /* processes 0 and 1 wait fairly, process 2 does not */
+#define MAXTOK 2
+#define IDMAX 3
+#define FAULTS 0
+#define SESSFAULTS 1
+#define GIVEUP 0
+#define CRASHES 0       /* a crash is a session ending plus a stall: both here */
+#endif
+
+#ifdef CFG_ALL          /* everything at once: bitstate search only (README) */
+#define NN 2
+#define PIN 1           /* process 0 uses name 0, process 2 name 1, process 1 either */
+#define QUEUE           /* each acquisition chooses to be fair or not */
+#define USEDROW
+#define MARKERS
+#define MINHOLD
+#define HASSESS(p) (p < 2)
+#define REENTRY
+#define REAPER
+#define FAULTS 1
+#define SESSFAULTS 1
+#define GIVEUP 1
+#define CRASHES 1
+#endif
+
 #ifdef CFG_X            /* experiments: features from -D switches */
 #ifndef FAULTS
 #define FAULTS 0
@@ -116,7 +152,7 @@
 #endif
 
 #ifndef NN
-#error "choose a configuration: -DCFG_LEASE, -DCFG_MARKERS, -DCFG_QUEUE, -DCFG_QUEUEFAULTS, -DCFG_CRASH or -DCFG_FAIRWAKE"
+#error "choose a configuration: -DCFG_LEASE, -DCFG_MARKERS, -DCFG_QUEUE, -DCFG_QUEUEFAULTS, -DCFG_MARKQUEUE, -DCFG_CRASH, -DCFG_FAIRWAKE or -DCFG_ALL"
 #endif
 #ifndef CRASHABLE
 #define CRASHABLE(p) true
@@ -147,6 +183,26 @@
 #define TTLS 1          /* TTL of a short inner (reentrant) hold */
 #define G 2             /* crash grace */
 #define WTTL 3          /* waiter TTL */
+#define MHV 4           /* MinHold, when an acquisition sets one (longer than TTL and G) */
+
+/* MINHOLD: each takeover or fresh insert sets min_hold_until to now or now +
+ * MHV (the option, drawn at every try); the last release leaves the row to
+ * lapse at min_hold_until, and a contender's shortening never cuts below
+ * it. Without MINHOLD, min_hold_until is always now (MinHold 0). */
+#ifdef MINHOLD
+#ifndef MHWHO
+#define MHWHO(p) true   /* whose acquisitions may set a MinHold */
+#endif
+#define SETMH(n) if :: rmh[n] = 0 :: MHWHO(p) -> rmh[n] = MHV fi
+#define RELEXP(n) rexp[n] = rmh[n]                          /* GREATEST(min_hold_until, now) */
+#define SHORTEN(n) if :: rmh[n] > G && rmh[n] < rexp[n] -> rexp[n] = rmh[n] :: rmh[n] > G && rmh[n] >= rexp[n] -> skip :: else -> rexp[n] = G fi
+#define MHCLEAR(n) rmh[n] = 0
+#else
+#define SETMH(n) skip
+#define RELEXP(n) rexp[n] = 0
+#define SHORTEN(n) rexp[n] = G
+#define MHCLEAR(n) skip
+#endif
 
 /*
  * Local deadlines and clock drift. A process measures a deadline of L local
@@ -200,7 +256,9 @@
 #ifndef MAXTOK
 #define MAXTOK 3        /* tokens drawn per stripe / per name row */
 #endif
+#ifndef IDMAX
 #define IDMAX 4         /* waiter ids */
+#endif
 #define SMAX 2          /* session incarnations (marker keys) per process */
 #define INF 255         /* queue id of a contender that is not queued */
 
@@ -214,6 +272,12 @@ byte  rown[NN];         /* owner_host + owner_id */
 byte  rhc[NN];          /* hold_count */
 short rexp[NN];         /* expires_at - now, clamped at -1 */
 byte  rsk[NN];          /* session_key (marker incarnation of the owner), 0 none */
+#ifdef MINHOLD
+byte  rmh[NN];          /* min_hold_until - now, clamped at 0 */
+#endif
+#ifdef QUEUE
+bool  rq[NN];           /* queued (MySQL): false proves the name has no waiter row */
+#endif
 /* dblock_fences: both names on one stripe */
 byte  fence;
 /* dblock_waiters: at most one row per process (one Acquire at a time) */
@@ -234,6 +298,7 @@ byte  htok[NP];
 byte  hkey[NP];         /* marker key the hold relies on, 0 none */
 byte  ldl[NP];          /* db ticks left until the lease deadline, by the local clock */
 byte  tid[NP];          /* Ticket.ID(), 0 when not queued */
+byte  tkey[NP];         /* the Ticket's key: the marker key at Enqueue, kept for re-enqueues */
 byte  sinc[NP];         /* current session incarnation (its marker key), 0 none yet */
 bool  sup[NP];          /* the Locker trusts its session */
 byte  sdl[NP];          /* db ticks left until the session deadline, by the local clock */
@@ -326,7 +391,34 @@ inline hold(p, t) {
 	hc[p] = 1; htok[p] = t; hkey[p] = KEY(p); STARTLDL(ldl[p])
 }
 
-/* pgTake / myTake: takeover of a lapsed row or re-entry by its owner.
+/* The queued flag (MySQL, migration 4). A row is created queued; a fair
+ * waiter sets it, holding the row's lock, before its waiter row is inserted
+ * (queue mysqlStore.insert: mySetQueued, myInsert, one transaction); myTake's
+ * takeover sets it to whether any waiter row of the name but the taker's is
+ * left. An unqueued taker (no ticket) whose row has lapsed and is not
+ * queued takes it with myTakeFast, without the head-of-line subquery:
+ * FAST. PostgreSQL has no flag; its takes are myTake's, which FAST matches
+ * whenever the flag is right, and the head-of-line assertion in take()
+ * checks that it is. MUT_NO_MARK_QUEUED: a waiter that does not set it. */
+#ifdef QUEUE
+#define FAST(n, q) (q == INF && !rq[n])
+#define WANY(i, n, q) (wrow[i] && wnm[i] == n && wid[i] != q)
+#define SETRQ(n, q) rq[n] = (WANY(0, n, q) || WANY(1, n, q) || WANY(2, n, q))
+#define NEWRQ(n) rq[n] = 1
+#ifdef MUT_NO_MARK_QUEUED
+#define MARKRQ(n) skip
+#else
+#define MARKRQ(n) if :: rex[n] -> rq[n] = 1 :: else fi
+#endif
+#else
+#define FAST(n, q) false
+#define SETRQ(n, q) skip
+#define NEWRQ(n) skip
+#define MARKRQ(n) skip
+#endif
+
+/* pgTake / myTake (or myTakeFast, see FAST): takeover of a lapsed row or
+ * re-entry by its owner.
  * WHERE (lapsed AND NOT EXISTS older live waiter) OR (hold_count > 0 AND
  * live AND same owner); SET by CASE lapsed. */
 #ifdef MUT_REENTRY_AFTER_LAPSE
@@ -338,16 +430,17 @@ inline hold(p, t) {
 inline take(p, n, q, res) {
 	if
 	:: !rex[n] -> res = R_NOROW
-	:: rex[n] && rexp[n] <= 0 && (!OLDER(n, q) || LAPSEDOWNER(n, p)) ->
+	:: rex[n] && rexp[n] <= 0 && (FAST(n, q) || !OLDER(n, q) || LAPSEDOWNER(n, p)) ->
 		if
 		:: rtok[n] >= MAXTOK -> res = R_ERR     /* bound: as if never sent */
 		:: else ->
 			/* the head-of-line rule: no live waiter older than the taker */
 			assert(!OLDER(n, q));
+			if :: !FAST(n, q) -> SETRQ(n, q) :: else fi;
 			notpassed(p, n, q);
 			rtok[n]++;
 			issued(n, rtok[n]);
-			rhc[n] = 1; rown[n] = OWN(p); rexp[n] = TTL; rsk[n] = KEY(p);
+			rhc[n] = 1; rown[n] = OWN(p); rexp[n] = TTL; rsk[n] = KEY(p); SETMH(n);
 			res = R_TAKE
 		fi
 	:: rex[n] && rexp[n] > 0 && rhc[n] > 0 && rown[n] == OWN(p) ->
@@ -376,9 +469,9 @@ inline insert(p, n, q, res, early) {
 		:: early == 0 -> res = R_ERR
 		:: else ->
 			notpassed(p, n, q);
-			rex[n] = 1; rtok[n] = early;
+			rex[n] = 1; rtok[n] = early; NEWRQ(n);
 			issued(n, early);
-			rhc[n] = 1; rown[n] = OWN(p); rexp[n] = TTL; rsk[n] = KEY(p);
+			rhc[n] = 1; rown[n] = OWN(p); rexp[n] = TTL; rsk[n] = KEY(p); SETMH(n);
 			res = R_TAKE
 		fi
 #else
@@ -387,9 +480,9 @@ inline insert(p, n, q, res, early) {
 		:: else ->
 			notpassed(p, n, q);
 			fence++;
-			rex[n] = 1; rtok[n] = fence;
+			rex[n] = 1; rtok[n] = fence; NEWRQ(n);
 			issued(n, fence);
-			rhc[n] = 1; rown[n] = OWN(p); rexp[n] = TTL; rsk[n] = KEY(p);
+			rhc[n] = 1; rown[n] = OWN(p); rexp[n] = TTL; rsk[n] = KEY(p); SETMH(n);
 			res = R_TAKE
 		fi
 #endif
@@ -414,7 +507,7 @@ inline renew(p, n, t, ttl, ok) {
 inline release(p, n, t) {
 	if
 	:: rex[n] && rown[n] == OWN(p) && rtok[n] == t && rhc[n] > 0 ->
-		if :: rhc[n] == 1 -> rexp[n] = 0 :: else fi;
+		if :: rhc[n] == 1 -> RELEXP(n) :: else fi;
 		rhc[n]--
 	:: else
 	fi
@@ -446,7 +539,7 @@ inline leave(p, n, wasfirst) {
 		wrow[p] = 0; wid[p] = 0; wnm[p] = 0; wexp[p] = 0; wsk[p] = 0
 	:: else
 	fi;
-	tid[p] = 0;
+	tid[p] = 0; tkey[p] = 0;
 #ifdef WAITLIST
 	wasfirst = ISFIRST(p);
 	inwl[p] = 0; tkt[p] = 0; arr[p] = 0;
@@ -591,8 +684,9 @@ failed:
 					if
 					:: nextid < IDMAX ->
 						nextid++;
+						MARKRQ(n);
 						wrow[p] = 1; wid[p] = nextid; wnm[p] = n; wexp[p] = WTTL; wsk[p] = KEY(p);
-						tid[p] = nextid;
+						tid[p] = nextid; tkey[p] = wsk[p];
 #ifndef WAITLIST
 						q = tid[p]
 #endif
@@ -626,8 +720,8 @@ trying:
 #ifdef MARKERS
 			:: /* the holder's marker is gone: shorten its lease to now + G */
 				STEP {
-					rex[n] && rexp[n] > G && rsk[n] != 0 && rown[n] != OWN(p) && GONE(rown[n] % NP, rsk[n]) ->
-					rexp[n] = G;
+					rex[n] && rexp[n] > G && rsk[n] != 0 && GONE(rown[n] % NP, rsk[n]) ->
+					SHORTEN(n);
 					check()
 				}
 #ifdef QUEUE
@@ -692,7 +786,7 @@ done:
 			crashreq[p] ->
 			crashreq[p] = 0;
 			hc[p] = 0; htok[p] = 0; hkey[p] = 0; ldl[p] = 0;
-			tid[p] = 0;             /* its waiter row stays until it lapses */
+			tid[p] = 0; tkey[p] = 0;    /* its waiter row stays until it lapses */
 			salive[p] = 0;          /* the server session ends with the process */
 			sup[p] = 0; sdl[p] = 0;
 #ifdef WAITLIST
@@ -747,8 +841,9 @@ inline beat(i) {
 	if
 	:: wrow[i] && wid[i] == tid[i] -> wexp[i] = WTTL
 	:: !wrow[i] && nextid < IDMAX ->
+		MARKRQ(hn[i]);
 		nextid++;
-		wrow[i] = 1; wid[i] = nextid; wnm[i] = hn[i]; wexp[i] = WTTL; wsk[i] = KEY(i); tid[i] = nextid
+		wrow[i] = 1; wid[i] = nextid; wnm[i] = hn[i]; wexp[i] = WTTL; wsk[i] = tkey[i]; tid[i] = nextid
 	:: else                                     /* bound: re-enqueue failed */
 	fi
 }
@@ -769,7 +864,10 @@ end_heart:
  * row's token, then the row deleted) and Queue.DeleteDead */
 inline sweep(n) {
 	if :: rtok[n] > fence -> fence = rtok[n] :: else fi;
-	rex[n] = 0; rtok[n] = 0; rown[n] = 0; rhc[n] = 0; rexp[n] = 0; rsk[n] = 0;
+	rex[n] = 0; rtok[n] = 0; rown[n] = 0; rhc[n] = 0; rexp[n] = 0; rsk[n] = 0; MHCLEAR(n);
+#ifdef QUEUE
+	rq[n] = 0;
+#endif
 	check()
 }
 inline reapw(i) {
@@ -823,7 +921,12 @@ end_clock:
 	do
 	:: STEP {
 		BEATDUE(0); BEATDUE(1); BEATDUE(2);
-		for (i : 0 .. NN - 1) { if :: rex[i] -> age(rexp[i]) :: else fi }
+		for (i : 0 .. NN - 1) {
+			if :: rex[i] -> age(rexp[i]) :: else fi;
+#ifdef MINHOLD
+			down(rmh[i])
+#endif
+		}
 		for (i : 0 .. NP - 1) {
 			if :: wrow[i] -> age(wexp[i]) :: else fi;
 			down(ldl[i]);
@@ -842,6 +945,12 @@ end_clock:
 
 init {
 	atomic {
+#ifdef USEDROW
+		/* the name is fresh, or was used before: its row lapsed and not
+		 * queued (a takeover found no waiter left), token 0; within the
+		 * token bound, that is what lets myTakeFast run */
+		if :: skip :: rex[0] = 1; rexp[0] = -1; rq[0] = 0 fi;
+#endif
 		run Client(0); run Client(1); run Client(2);
 #ifdef MARKERS
 		/* a Locker takes its first marker when it starts */

@@ -1,7 +1,8 @@
 /*
- * Mutant (crash detection, CRASH-DESIGN.md): a contender shortens a marked
- * holder's lease to now + G without checking that the marker is gone. A
- * live holder's lease is cut under it.
+ * Mutant (crash detection): a contender shortens a marked holder's lease
+ * to now + G without waiting for the marker to go (watcher.run calling
+ * shortenAll without store.awaitMarkerGone). A live holder's lease is cut
+ * under it.
  * Caught by: EXCL.
  */
 #define CFG_MARKERS
