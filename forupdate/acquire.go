@@ -10,10 +10,11 @@ import (
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
-// take locks the row of key.name on a connection of its own and returns the
-// hold, which owns the connection and the transaction from then on.
-func (l *Locker) take(ctx context.Context, key holdKey, o dblock.Options, wait bool) (*hold, error) {
-	l.d.warm(ctx, l.cfg.connTimeout)
+// take locks the row of req (of key.name, or a semaphore's slot) on a
+// connection of its own and returns the hold, which owns the connection
+// and the transaction from then on.
+func (l *Locker) take(ctx context.Context, req request, key holdKey, o dblock.Options, wait bool) (*hold, error) {
+	l.d.warm(ctx, l.cfg.connTimeout, req)
 	conn, err := l.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -22,10 +23,20 @@ func (l *Locker) take(ctx context.Context, key holdKey, o dblock.Options, wait b
 		discard(conn)
 		return nil, l.acquireError(ctx, key.name, err)
 	}
-	r := rowLocking{l: l, key: key, call: lockCall{conn: conn, name: key.name, ttl: o.TTL, wait: wait}}
-	h, err := r.lock(ctx)
+	call := lockCall{conn: conn, name: key.name, ttl: o.TTL, wait: wait, share: req.kind == kindRead}
+	var h *hold
+	clean := false
+	if req.kind == kindPermit {
+		s := semLocking{l: l, key: key, req: req, call: call}
+		h, err = s.lock(ctx)
+		clean = s.clean
+	} else {
+		r := rowLocking{l: l, key: key, req: req, call: call}
+		h, err = r.lock(ctx)
+		clean = r.clean
+	}
 	if err != nil {
-		l.endSession(ctx, conn, r.clean, false)
+		l.endSession(ctx, conn, clean, false)
 		return nil, err
 	}
 	return h, nil

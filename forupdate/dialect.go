@@ -6,6 +6,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"time"
+
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // dialect is the SQL and driver knowledge of one database family.
@@ -42,10 +44,24 @@ type dialect interface {
 	rolledBack(commitErr error) bool
 	// warm gets what the dialect keeps ready (prepared statements) before
 	// an acquisition takes its connection, waiting at most bound.
-	warm(ctx context.Context, bound time.Duration)
+	warm(ctx context.Context, bound time.Duration, req request)
 	// close releases what the dialect keeps (prepared statements); it may
 	// still be used afterwards, by locks held across the Locker's Close.
 	close()
+	// semSQL are the semaphores' statements (on MySQL, known once
+	// openSession has run).
+	semSQL() *semSQL
+	// queryRow runs query in tx, prepared where the dialect keeps it so.
+	queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row
+	// on runs statements on q (the lock's connection or a transaction on
+	// it) as the dialect must: on PostgreSQL in the exec mode that works
+	// through a transaction pooler.
+	on(q pgxrow.Querier) pgxrow.Querier
+	// semTook finishes taking slot c.name, which semSQL.take locked and
+	// returned token for: it draws the token where the take could not
+	// (MySQL 8.0), and undoes in the session what an earlier bounded wait
+	// of the acquisition (c.contended) changed.
+	semTook(ctx context.Context, c lockCall, token int64) (int64, error)
 }
 
 // errDrawContention marks contention while drawing a token once the row
@@ -60,6 +76,12 @@ type lockCall struct {
 	name string
 	ttl  time.Duration
 	wait bool
+	// share locks the row FOR SHARE (a reader) rather than FOR UPDATE.
+	share bool
+	// bound, when positive, bounds how long a waiting statement waits for
+	// the row lock before it fails as contended (a semaphore's waiter,
+	// which then looks at the other slots again).
+	bound time.Duration
 	// contended is set when an earlier attempt of this acquisition, in a
 	// transaction of its own, found the row locked or hit contention.
 	contended bool

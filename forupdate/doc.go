@@ -94,6 +94,16 @@
 // and Tx; a re-entry keeps the first acquisition's TTL. The lock is freed
 // when the last hold is released. Share one Locker per *sql.DB.
 //
+// # Lock kinds
+//
+// Besides the mutex of Acquire, a Locker has counting semaphores
+// (Locker.Semaphore: N slot rows per name, a permit taken with SELECT ...
+// FOR UPDATE SKIP LOCKED) and read/write locks (Locker.Readers and
+// Locker.Writers: one row per name, locked FOR SHARE or FOR UPDATE). Each
+// hold is a transaction as above, with its Tx, liveness and tokens; see
+// Semaphore and RWLocker for what each promises. Semaphores record their
+// limit in dblock_semaphores (migration 3).
+//
 // # Options
 //
 // dblock.TTL bounds how long the server keeps a silent holder's session;

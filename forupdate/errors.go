@@ -1,6 +1,9 @@
 package forupdate
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors of this package; the others come from dblock.
 var (
@@ -16,4 +19,11 @@ var (
 	// PostgreSQL had aborted it after a failed statement in Tx. The lock is
 	// released either way; the work done in Tx is not committed.
 	ErrRolledBack = errors.New("forupdate: transaction rolled back")
+
+	// ErrNoRowLocks is returned by New for an SQLite database: this
+	// package's lock is a row lock held by an open transaction, and SQLite
+	// locks the whole file instead (one writer at a time), so a lock held
+	// this way would stop every other lock and every write. Use package
+	// rowlock, whose leases work on SQLite. It wraps errors.ErrUnsupported.
+	ErrNoRowLocks = fmt.Errorf("forupdate: SQLite has no row locks (SELECT ... FOR UPDATE); use rowlock: %w", errors.ErrUnsupported)
 )

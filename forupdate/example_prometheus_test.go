@@ -64,8 +64,8 @@ func Example_prometheus() {
 		}
 	}
 	// Output:
-	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="try",sqllock_acquire_result="not_acquired",sqllock_lock_kind="forupdate"} 1
-	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="wait",sqllock_acquire_result="acquired",sqllock_lock_kind="forupdate"} 1
-	// sqllock_lock_hold_duration_seconds_count{sqllock_lock_end="lost",sqllock_lock_kind="forupdate"} 1
-	// sqllock_lock_lost_total{sqllock_lock_kind="forupdate",sqllock_lock_lost_cause="transaction_ended"} 1
+	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="try",sqllock_acquire_result="not_acquired",sqllock_lock_kind="forupdate",sqllock_lock_type="mutex"} 1
+	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="wait",sqllock_acquire_result="acquired",sqllock_lock_kind="forupdate",sqllock_lock_type="mutex"} 1
+	// sqllock_lock_hold_duration_seconds_count{sqllock_lock_end="lost",sqllock_lock_kind="forupdate",sqllock_lock_type="mutex"} 1
+	// sqllock_lock_lost_total{sqllock_lock_kind="forupdate",sqllock_lock_lost_cause="transaction_ended",sqllock_lock_type="mutex"} 1
 }

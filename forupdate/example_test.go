@@ -2,6 +2,7 @@ package forupdate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -60,4 +61,89 @@ func Example() {
 	// runs visible while held: 0
 	// runs visible after release: 1
 	// lock: dblock: released
+}
+
+// At most two replicas call a rate-limited API at once; each permit is a
+// slot row held by a transaction, which a replica's death frees at once.
+func ExampleLocker_Semaphore() {
+	ctx := context.Background()
+	db := testdb.ExampleDB()
+	defer db.Close()
+	locker, err := forupdate.New(db)
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	apiCalls, err := locker.Semaphore(2)
+	if err != nil {
+		panic(err)
+	}
+	name := fmt.Sprintf("example/partner-api/%d", time.Now().UnixNano())
+	first, err := apiCalls.Acquire(ctx, name)
+	if err != nil {
+		panic(err)
+	}
+	err = dblock.Do(ctx, apiCalls, name, func(ctx context.Context) error {
+		// Both permits are taken now.
+		_, err := apiCalls.TryAcquire(context.Background(), name)
+		fmt.Println("a third caller:", err)
+		return nil
+	})
+	fmt.Println("Do:", err)
+
+	// Everyone must agree on the limit while permits are held.
+	threeCalls, err := locker.Semaphore(3)
+	if err != nil {
+		panic(err)
+	}
+	_, err = threeCalls.TryAcquire(ctx, name)
+	fmt.Println("another limit:", errors.Is(err, dblock.ErrLimitMismatch))
+	fmt.Println("release:", first.Release(ctx))
+	// Output:
+	// a third caller: dblock: not acquired
+	// Do: <nil>
+	// another limit: true
+	// release: <nil>
+}
+
+// Readers share a name, a writer has it alone; a writer's token is above
+// every token handed out before it.
+func ExampleLocker_Readers() {
+	ctx := context.Background()
+	db := testdb.ExampleDB()
+	defer db.Close()
+	locker, err := forupdate.New(db)
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+	name := fmt.Sprintf("example/config/%d", time.Now().UnixNano())
+
+	r1, err := locker.Readers().Acquire(ctx, name)
+	if err != nil {
+		panic(err)
+	}
+	r2, err := locker.Readers().TryAcquire(ctx, name)
+	fmt.Println("second reader:", err)
+	_, err = locker.Writers().TryAcquire(ctx, name)
+	fmt.Println("writer while read:", err)
+	// The first reader cannot upgrade: that would wait for itself.
+	_, err = locker.Writers().Acquire(r1.Context(), name)
+	fmt.Println("upgrade:", errors.Is(err, dblock.ErrUpgrade))
+	_ = r1.Release(ctx)
+	_ = r2.Release(ctx)
+
+	w, err := locker.Writers().Acquire(ctx, name)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("writer's token above the readers':", w.Token() > max(r1.Token(), r2.Token()))
+	fmt.Println("release:", w.Release(ctx))
+	// Output:
+	// second reader: <nil>
+	// writer while read: dblock: not acquired
+	// upgrade: true
+	// writer's token above the readers': true
+	// release: <nil>
 }

@@ -11,3 +11,6 @@ func DrawFromCounterTable(l *Locker) {
 		m.counterTable = true
 	}
 }
+
+// Locker is the Locker of s.
+func (s *Semaphore) Locker() *Locker { return s.l }

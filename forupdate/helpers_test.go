@@ -169,6 +169,12 @@ type result struct {
 
 // acquireAsync runs Acquire in a goroutine.
 func acquireAsync(ctx context.Context, l *forupdate.Locker, name string, opts ...dblock.Option) <-chan result {
+	return acquireAsyncWith(ctx, l, name, opts...)
+}
+
+// acquireAsyncWith runs Acquire of any of forupdate's Lockers, whose
+// locks are *forupdate.Lock, in a goroutine.
+func acquireAsyncWith(ctx context.Context, l dblock.Locker, name string, opts ...dblock.Option) <-chan result {
 	out := make(chan result, 1)
 	go func() {
 		k, err := l.Acquire(ctx, name, opts...)

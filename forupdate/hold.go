@@ -20,6 +20,10 @@ import (
 type hold struct {
 	l        *Locker
 	key      holdKey
+	name     string // as the caller gave it (key.name is derived from it)
+	share    bool   // a read lock's hold: the row locked FOR SHARE
+	limit    int    // a permit's: the semaphore's limit
+	slot     int    // a permit's: its slot
 	token    int64
 	ttl      time.Duration
 	conn     *sql.Conn
@@ -27,6 +31,9 @@ type hold struct {
 	txCancel context.CancelFunc
 
 	acquired time.Time // for the hold-time metric
+	// metrics records the hold's measurements, as the lock type of the
+	// acquisition that took it (a writer's read re-enters a write hold).
+	metrics *metrics.Instruments
 
 	mu           sync.Mutex
 	handles      map[*Lock]struct{}
@@ -45,14 +52,17 @@ type hold struct {
 	stopped bool // under mu: no tick may start or reschedule
 }
 
-// newHold is the hold of key that the attempt c won with token; txCancel
-// ends c.tx's context. It starts the hold's pings; stopPinging stops them.
-func newHold(l *Locker, key holdKey, c lockCall, token int64, txCancel context.CancelFunc) *hold {
+// newHold is the hold of key, for req, that the attempt c won with token
+// (on slot, a permit's); txCancel ends c.tx's context. It starts the
+// hold's pings; stopPinging stops them.
+func newHold(l *Locker, key holdKey, req request, slot int, c lockCall, token int64, txCancel context.CancelFunc) *hold {
 	h := &hold{
-		l: l, key: key, token: token, ttl: c.ttl, conn: c.conn, tx: c.tx, txCancel: txCancel,
+		l: l, key: key, name: req.name, share: c.share, limit: req.limit, slot: slot,
+		token: token, ttl: c.ttl, conn: c.conn, tx: c.tx, txCancel: txCancel,
 		handles:   make(map[*Lock]struct{}),
 		lastAlive: clock.Now(),
 		acquired:  clock.Now(),
+		metrics:   l.metrics.As(req.lockType()),
 	}
 	h.mu.Lock()
 	h.timer = time.AfterFunc(h.pingInterval(), h.tick)
@@ -182,14 +192,14 @@ func (h *hold) lose(cause error) {
 		h.mu.Unlock()
 		return
 	}
-	h.lost = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, h.key.name, cause)
+	h.lost = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, h.name, cause)
 	handles := make([]*Lock, 0, len(h.handles))
 	for k := range h.handles {
 		handles = append(handles, k)
 	}
 	h.mu.Unlock()
-	h.l.cfg.logger.Warn("forupdate: lock lost", "name", h.key.name, "token", h.token, "error", cause)
-	h.l.metrics.Lost(context.Background(), lostCause(cause))
+	h.l.cfg.logger.Warn("forupdate: lock lost", "name", h.name, "token", h.token, "error", cause)
+	h.metrics.Lost(context.Background(), lostCause(cause))
 	for _, k := range handles {
 		k.lose(h.lost)
 	}

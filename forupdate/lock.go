@@ -30,7 +30,7 @@ type Lock struct {
 var _ dblock.Lock = (*Lock)(nil)
 
 // Name is the lock's name.
-func (k *Lock) Name() string { return k.h.key.name }
+func (k *Lock) Name() string { return k.h.name }
 
 // Token is the fencing token: larger than every earlier holder's token
 // for the name, never handed out again (see the package doc). Reentrant
@@ -215,7 +215,7 @@ func (h *hold) finish(ctx context.Context, commit bool) error {
 	case !commit:
 		if rbErr := h.rollback(); rbErr != nil {
 			clean = false
-			err = lockkit.WrapDBError(fmt.Sprintf("forupdate: rollback %q", h.key.name), rbErr)
+			err = lockkit.WrapDBError(fmt.Sprintf("forupdate: rollback %q", h.name), rbErr)
 		}
 	case rollbackOnly || ctx.Err() != nil:
 		rbErr := h.rollback()
@@ -224,15 +224,15 @@ func (h *hold) finish(ctx context.Context, commit bool) error {
 		if ctx.Err() != nil {
 			why = "the context ended before Release"
 		}
-		err = fmt.Errorf("%w: %q: %s: %w", ErrRolledBack, h.key.name, why, errors.Join(ctx.Err(), rbErr))
+		err = fmt.Errorf("%w: %q: %s: %w", ErrRolledBack, h.name, why, errors.Join(ctx.Err(), rbErr))
 	default:
 		clean, err = h.commit(ctx)
 		if errors.Is(err, dblock.ErrLockLost) {
 			// Found at the commit: the transaction had ended already.
-			h.l.metrics.Lost(context.WithoutCancel(ctx), metrics.CauseTransactionEnded)
+			h.metrics.Lost(context.WithoutCancel(ctx), metrics.CauseTransactionEnded)
 		}
 	}
-	h.l.metrics.Held(context.WithoutCancel(ctx), clock.Now().Sub(h.acquired), errors.Is(err, dblock.ErrLockLost))
+	h.metrics.Held(context.WithoutCancel(ctx), clock.Now().Sub(h.acquired), errors.Is(err, dblock.ErrLockLost))
 	h.txCancel()
 	h.l.endSession(ctx, h.conn, clean, true)
 	return err
@@ -244,7 +244,7 @@ func (h *hold) commit(ctx context.Context) (clean bool, err error) {
 	stop := context.AfterFunc(ctx, h.txCancel)
 	err = h.tx.Commit()
 	interrupted := !stop()
-	name := h.key.name
+	name := h.name
 	switch {
 	case err == nil:
 		return true, nil

@@ -69,6 +69,9 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		return nil, fmt.Errorf("forupdate: %w", err)
 	}
 	cfg.dialect = d
+	if d == dblock.SQLite {
+		return nil, ErrNoRowLocks
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -115,7 +118,7 @@ func (l *Locker) Dialect() dblock.Dialect { return l.cfg.dialect }
 // Errors: dblock.ErrInvalidName, dblock.ErrInvalidOption, ErrNoConnection,
 // dblock.ErrSchemaMissing, dblock.ErrInvalidDB, or a driver error.
 func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
-	return l.acquire(ctx, name, opts, true)
+	return asLock(l.acquire(ctx, request{kind: kindLock, name: name}, opts, true))
 }
 
 // TryAcquire takes name if no one else holds it (SELECT ... FOR UPDATE
@@ -123,23 +126,24 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option
 // Locker; otherwise it returns dblock.ErrNotAcquired at once. Options and
 // errors as Acquire.
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
-	return l.acquire(ctx, name, opts, false)
+	return asLock(l.acquire(ctx, request{kind: kindLock, name: name}, opts, false))
 }
 
-// acquire is Acquire (wait) or TryAcquire, measured.
-func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (dblock.Lock, error) {
+// acquire is Acquire (wait) or TryAcquire, measured as req's lock type.
+func (l *Locker) acquire(ctx context.Context, req request, opts []dblock.Option, wait bool) (*Lock, error) {
 	mctx := ctx
 	if mctx == nil {
 		mctx = context.Background() // refused by prepare; still counted
 	}
+	in := l.metrics.As(req.lockType())
 	mode := metrics.ModeTry
 	if wait {
 		mode = metrics.ModeWait
-		l.metrics.Waiting(mctx, false, 1)
-		defer l.metrics.Waiting(mctx, false, -1)
+		in.Waiting(mctx, false, 1)
+		defer in.Waiting(mctx, false, -1)
 	}
 	started := clock.Now()
-	k, err := l.acquireUnmeasured(ctx, name, opts, wait)
+	k, err := l.acquireUnmeasured(ctx, req, opts, wait)
 	result := metrics.ResultAcquired
 	switch {
 	case errors.Is(err, dblock.ErrNotAcquired):
@@ -147,19 +151,23 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option,
 	case err != nil:
 		result = metrics.ResultError
 	}
-	l.metrics.Acquisition(mctx, mode, result, clock.Now().Sub(started))
+	in.Acquisition(mctx, mode, result, clock.Now().Sub(started))
 	return k, err
 }
 
-func (l *Locker) acquireUnmeasured(ctx context.Context, name string, opts []dblock.Option, wait bool) (dblock.Lock, error) {
-	o, owner, err := prepare(ctx, name, opts)
+func (l *Locker) acquireUnmeasured(ctx context.Context, req request, opts []dblock.Option, wait bool) (*Lock, error) {
+	o, owner, err := prepare(ctx, req, opts)
 	if err != nil {
 		return nil, err
 	}
-	key := holdKey{name: name, owner: owner}
+	key := holdKey{name: req.key(), owner: owner}
 	for {
 		l.mu.Lock()
 		if h := l.holds[key]; h != nil {
+			if err := h.admits(req); err != nil {
+				l.mu.Unlock()
+				return nil, err
+			}
 			if k := h.enter(ctx); k != nil {
 				l.mu.Unlock()
 				return k, nil
@@ -181,7 +189,7 @@ func (l *Locker) acquireUnmeasured(ctx context.Context, name string, opts []dblo
 		l.pending[key] = done
 		l.mu.Unlock()
 
-		h, err := l.take(ctx, key, o, wait)
+		h, err := l.take(ctx, req, key, o, wait)
 
 		l.mu.Lock()
 		delete(l.pending, key)
@@ -217,11 +225,11 @@ func (l *Locker) forget(h *hold) {
 	}
 }
 
-func prepare(ctx context.Context, name string, opts []dblock.Option) (dblock.Options, dblock.Owner, error) {
+func prepare(ctx context.Context, req request, opts []dblock.Option) (dblock.Options, dblock.Owner, error) {
 	if ctx == nil {
 		return dblock.Options{}, dblock.Owner{}, &dblock.OptionError{Option: "ctx", Reason: "nil context"}
 	}
-	if err := lockinput.ValidateName(name); err != nil {
+	if err := req.validate(); err != nil {
 		return dblock.Options{}, dblock.Owner{}, err
 	}
 	o, err := resolveOptions(opts)

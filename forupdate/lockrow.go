@@ -24,6 +24,7 @@ const maxDrawRetries = 8
 type rowLocking struct {
 	l   *Locker
 	key holdKey
+	req request
 	// call is the attempt: its tx is the current one's, and contended is
 	// set once an attempt found the row locked or met contention.
 	call lockCall
@@ -60,7 +61,7 @@ func (r *rowLocking) attempt(ctx context.Context) (h *hold, again bool, err erro
 	token, found, interrupted, err := r.l.d.lock(ctx, r.call)
 	if err == nil && found && !interrupted {
 		r.clean = true
-		return newHold(r.l, r.key, r.call, token, txCancel), false, nil
+		return newHold(r.l, r.key, r.req, -1, r.call, token, txCancel), false, nil
 	}
 	// After an interrupt the statement has returned and the server has
 	// been told to stop it; a rollback that succeeds after that proves

@@ -7,12 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
@@ -76,6 +78,12 @@ type mySQL struct {
 	// drawToken draws the token from a counter table once the row is
 	// locked; empty with a sequence.
 	drawToken string
+	// shareWait and shareTry lock the row shared (readers), as lockWait
+	// and lockTry; shareToken reads a reader's token from a counter
+	// table: the last writer's.
+	shareWait, shareTry, shareToken string
+	// sem are the semaphores' statements.
+	sem *semSQL
 }
 
 // myIsMariaDB tells the servers with sequences from MySQL's.
@@ -94,18 +102,41 @@ func newMySQL(db *sql.DB, table, counter string) *mysql {
 	}
 }
 
-func (m *mysql) sqlFor(sequence bool) *mySQL {
+// sqlFor is the SQL for MariaDB or MySQL, drawing tokens from a sequence
+// or a counter table. MariaDB knows only LOCK IN SHARE MODE, and MySQL
+// 8.0 takes NOWAIT only after FOR SHARE.
+func (m *mysql) sqlFor(maria, sequence bool) *mySQL {
+	shared, sharedTry := ` FOR SHARE`, ` FOR SHARE NOWAIT`
+	if maria {
+		shared, sharedTry = ` LOCK IN SHARE MODE`, ` LOCK IN SHARE MODE NOWAIT`
+	}
+	q := &mySQL{sem: m.buildSemSQL(sequence)}
 	if sequence {
-		lock := `SELECT NEXTVAL(` + m.counter + `) FROM ` + m.table + ` WHERE name = ? FOR UPDATE`
-		return &mySQL{lockWait: lock, lockTry: lock + ` NOWAIT`}
+		sel := `SELECT NEXTVAL(` + m.counter + `) FROM ` + m.table + ` WHERE name = ?`
+		q.lockWait, q.lockTry = sel+` FOR UPDATE`, sel+` FOR UPDATE NOWAIT`
+		q.shareWait, q.shareTry = sel+shared, sel+sharedTry
+		return q
 	}
-	lock := `SELECT 1 FROM ` + m.table + ` WHERE name = ? FOR UPDATE`
-	return &mySQL{
-		lockWait: lock,
-		lockTry:  lock + ` NOWAIT`,
-		// Only the holder of a name writes its counter row: no waits there.
-		drawToken: `REPLACE INTO ` + m.counter + ` (name) VALUES (?)`,
+	sel := `SELECT 1 FROM ` + m.table + ` WHERE name = ?`
+	q.lockWait, q.lockTry = sel+` FOR UPDATE`, sel+` FOR UPDATE NOWAIT`
+	q.shareWait, q.shareTry = sel+shared, sel+sharedTry
+	// Only the holder of a name writes its counter row: no waits there.
+	q.drawToken = `REPLACE INTO ` + m.counter + ` (name) VALUES (?)`
+	// Readers must not write the counter row, or they would exclude one
+	// another until they commit: a reader's token is the last writer's,
+	// read (a plain read, once the row is locked) from the counter row.
+	q.shareToken = `SELECT COALESCE(MAX(token), 0) FROM ` + m.counter + ` WHERE name = ?`
+	return q
+}
+
+// forCall are the statements of an attempt: FOR UPDATE or shared, and how
+// it draws its token (empty with a sequence, which the locking statement
+// draws from).
+func (q *mySQL) forCall(c lockCall) (try, wait, draw string) {
+	if c.share {
+		return q.shareTry, q.shareWait, q.shareToken
 	}
+	return q.lockTry, q.lockWait, q.drawToken
 }
 
 func (m *mysql) close() { m.stmts.Close() }
@@ -117,15 +148,21 @@ func (m *mysql) close() { m.stmts.Close() }
 // connection without taking another. Without one to spare, or before the
 // first acquisition has learnt the server's kind, the acquisition runs its
 // statements unprepared.
-func (m *mysql) warm(ctx context.Context, bound time.Duration) {
+func (m *mysql) warm(ctx context.Context, bound time.Duration, req request) {
 	q := m.q.Load()
 	if q == nil {
 		return
 	}
-	queries := []string{q.lockTry}
-	if q.drawToken != "" {
-		queries = append(queries, q.drawToken)
+	var queries []string
+	switch req.kind {
+	case kindRead:
+		queries = []string{q.shareTry, q.shareToken}
+	case kindPermit:
+		queries = []string{q.sem.readShared, q.sem.take(req.limit), q.drawToken}
+	default:
+		queries = []string{q.lockTry, q.drawToken}
 	}
+	queries = slices.DeleteFunc(queries, func(s string) bool { return s == "" })
 	// Prepared first: it is the usual answer, and costs only the cache's
 	// mutex, where Stats takes the pool's.
 	if m.stmts.Prepared(queries...) || m.db.Stats().Idle == 0 {
@@ -142,7 +179,7 @@ func (m *mysql) openSession(ctx context.Context, conn *sql.Conn, ttl time.Durati
 		if err := conn.QueryRowContext(ctx, myIsMariaDB).Scan(&maria); err != nil {
 			return err
 		}
-		m.q.CompareAndSwap(nil, m.sqlFor(maria && !m.counterTable))
+		m.q.CompareAndSwap(nil, m.sqlFor(maria, maria && !m.counterTable))
 	}
 	// Rounded up without adding first: ttl+time.Second-1 overflows for the
 	// longest TTLs, which made wait_timeout one second.
@@ -170,39 +207,53 @@ func (*mysql) txOptions() *sql.TxOptions { return nil }
 
 func (m *mysql) lock(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error) {
 	q := m.q.Load() // set by openSession
+	try, wait, draw := q.forCall(c)
 	switch {
 	case !c.wait:
-		token, found, err = m.lockRow(ctx, c, q)
+		token, found, err = m.lockRow(ctx, c, try)
 	case !c.contended:
 		// NOWAIT until the row is found taken (see the type's doc). Not
 		// cut short by ctx, which would make the driver close the
 		// connection: it returns at once.
 		sctx, cancel := shortContext(ctx)
-		token, found, err = m.lockRow(sctx, c, q)
+		token, found, err = m.lockRow(sctx, c, try)
 		cancel()
 	default:
-		return m.lockWaiting(ctx, c, q)
+		return m.lockWaiting(ctx, c, wait, draw)
 	}
 	if err != nil || !found {
 		return 0, false, false, err
 	}
-	if q.drawToken != "" {
-		token, err = m.draw(ctx, c, q)
+	if draw != "" {
+		token, err = m.drawFor(ctx, c, draw)
 	}
 	return token, err == nil, false, err
+}
+
+// drawFor draws c's token with draw, once the row is locked: a writer's
+// from the counter table (draw), a reader's by reading it (readToken).
+func (m *mysql) drawFor(ctx context.Context, c lockCall, draw string) (int64, error) {
+	if !c.share {
+		return m.draw(ctx, c, draw)
+	}
+	sctx, cancel := shortContext(ctx)
+	defer cancel()
+	var token int64
+	err := m.queryRow(sctx, c.tx, draw, c.name).Scan(&token)
+	return token, err
 }
 
 // lockRow locks the name's row without waiting (NOWAIT), prepared, and
 // returns what the statement returns (see mySQL); found is false when
 // there is no row.
-func (m *mysql) lockRow(ctx context.Context, c lockCall, q *mySQL) (v int64, found bool, err error) {
-	stmt, done := m.stmts.Ready(q.lockTry)
+func (m *mysql) lockRow(ctx context.Context, c lockCall, query string) (v int64, found bool, err error) {
+	stmt, done := m.stmts.Ready(query)
 	defer done()
 	var row *sql.Row
 	if stmt != nil {
 		row = c.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, c.name)
 	} else {
-		row = c.tx.QueryRowContext(ctx, q.lockTry, c.name)
+		row = c.tx.QueryRowContext(ctx, query, c.name)
 	}
 	err = row.Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -218,17 +269,17 @@ func (m *mysql) lockRow(ctx context.Context, c lockCall, q *mySQL) (v int64, fou
 // deadlock the server chose this transaction for) is wrapped in
 // errDrawContention: the attempt is started over, even by TryAcquire, since
 // the lock itself was free.
-func (m *mysql) draw(ctx context.Context, c lockCall, q *mySQL) (int64, error) {
+func (m *mysql) draw(ctx context.Context, c lockCall, drawToken string) (int64, error) {
 	sctx, cancel := shortContext(ctx)
 	defer cancel()
-	stmt, done := m.stmts.Ready(q.drawToken)
+	stmt, done := m.stmts.Ready(drawToken)
 	defer done()
 	var res sql.Result
 	var err error
 	if stmt != nil {
 		res, err = c.tx.StmtContext(sctx, stmt).ExecContext(sctx, c.name)
 	} else {
-		res, err = c.tx.ExecContext(sctx, q.drawToken, c.name)
+		res, err = c.tx.ExecContext(sctx, drawToken, c.name)
 	}
 	if err == nil {
 		var token int64
@@ -244,11 +295,11 @@ func (m *mysql) draw(ctx context.Context, c lockCall, q *mySQL) (int64, error) {
 
 // lockWaiting waits for the row lock, at most one bounded slice (see the
 // type's doc).
-func (m *mysql) lockWaiting(ctx context.Context, c lockCall, q *mySQL) (token int64, found, interrupted bool, err error) {
+func (m *mysql) lockWaiting(ctx context.Context, c lockCall, lockWait, draw string) (token int64, found, interrupted bool, err error) {
 	if ctx.Err() != nil {
 		return 0, false, true, nil
 	}
-	seconds := lockWaitSeconds(ctx)
+	seconds := lockWaitSeconds(ctx, c.bound)
 	sctx, cancel := shortContext(ctx)
 	// An integer computed here, not user input.
 	_, err = c.tx.ExecContext(sctx, myBoundLockWait+strconv.FormatInt(seconds, 10))
@@ -256,7 +307,7 @@ func (m *mysql) lockWaiting(ctx context.Context, c lockCall, q *mySQL) (token in
 	if err != nil {
 		return 0, false, false, err
 	}
-	query, marker := marked(q.lockWait)
+	query, marker := marked(lockWait)
 	// The statement ends by itself within its bound: grace lets it, when
 	// KILL QUERY cannot be sent, rather than cut the connection.
 	grace := time.Duration(seconds)*time.Second + interruptGrace
@@ -272,8 +323,8 @@ func (m *mysql) lockWaiting(ctx context.Context, c lockCall, q *mySQL) (token in
 	if err != nil || interrupted || !found {
 		return 0, false, interrupted, err
 	}
-	if q.drawToken != "" {
-		if token, err = m.draw(ctx, c, q); err != nil {
+	if draw != "" {
+		if token, err = m.drawFor(ctx, c, draw); err != nil {
 			return 0, false, false, err
 		}
 	}
@@ -317,8 +368,12 @@ const (
 // lockWaitSeconds is the innodb_lock_wait_timeout of one waiting
 // statement: myLockWaitSlice, or less when ctx's deadline is nearer, in
 // whole seconds (the variable's unit) and at least one (MySQL's minimum).
-func lockWaitSeconds(ctx context.Context) int64 {
+// A positive bound shortens the slice too.
+func lockWaitSeconds(ctx context.Context, bound time.Duration) int64 {
 	wait := myLockWaitSlice
+	if bound > 0 {
+		wait = min(wait, bound)
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = min(wait, deadline.Sub(clock.Now()))
 	}
@@ -385,4 +440,40 @@ func marked(query string) (string, string) {
 	_, _ = rand.Read(b[:])
 	marker := "sqllock:" + hex.EncodeToString(b[:])
 	return "/* " + marker + " */ " + query, marker
+}
+
+func (m *mysql) semSQL() *semSQL { return m.q.Load().sem } // set by openSession
+
+func (*mysql) on(q pgxrow.Querier) pgxrow.Querier { return q }
+
+// queryRow runs query in tx through its prepared statement if warm has
+// prepared it; database/sql keeps the row readable after done.
+func (m *mysql) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	stmt, done := m.stmts.Ready(query)
+	defer done()
+	if stmt == nil {
+		return tx.QueryRowContext(ctx, query, args...)
+	}
+	return tx.StmtContext(ctx, stmt).QueryRowContext(ctx, args...)
+}
+
+// semTook draws a permit's token from the counter table (MySQL 8.0), and
+// gives the user's statements in Tx the session's lock wait timeout back
+// after a bounded wait (c.contended).
+func (m *mysql) semTook(ctx context.Context, c lockCall, token int64) (int64, error) {
+	q := m.q.Load()
+	if q.drawToken != "" {
+		var err error
+		if token, err = m.draw(ctx, c, q.drawToken); err != nil {
+			return 0, err
+		}
+	}
+	if c.contended {
+		sctx, cancel := shortContext(ctx)
+		defer cancel()
+		if _, err := c.tx.ExecContext(sctx, myRestoreLockWait); err != nil {
+			return 0, err
+		}
+	}
+	return token, nil
 }

@@ -149,3 +149,32 @@ func TestPgBouncerPings(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKindsPgBouncer: through PgBouncer in transaction pooling mode, with
+// pgx's default DSN, a semaphore of two admits at most two holders at once
+// among goroutines of two Lockers that wait for permits, with growing
+// tokens per slot, and readers and writers exclude one another.
+func TestKindsPgBouncer(t *testing.T) {
+	if testdb.LeftOut(t, "postgres") {
+		return
+	}
+	tg := testdb.PgBouncer(t)
+	hammerSemaphore(t, tg, 2, 4, 3)
+
+	ctx := t.Context()
+	name := testdb.Name(t)
+	l := newLocker(t, tg.DB)
+	r, err := try(ctx, l.Readers(), name)
+	if err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+	if _, err := try(ctx, newLocker(t, tg.DB).Writers(), name); !errors.Is(err, dblock.ErrNotAcquired) {
+		t.Errorf("writer while a reader holds: %v, want ErrNotAcquired", err)
+	}
+	release(t, r)
+	w, err := try(ctx, l.Writers(), name)
+	if err != nil {
+		t.Fatalf("writer after the reader left: %v", err)
+	}
+	release(t, w)
+}

@@ -22,6 +22,9 @@ import (
 type postgres struct {
 	db                           pgxrow.DB
 	lockWait, lockTry, insertRow string
+	// shareWait and shareTry lock the row FOR SHARE (readers).
+	shareWait, shareTry string
+	sem                 *semSQL
 }
 
 // pgTopLevelAlive tells whether a session still has its top-level
@@ -34,23 +37,33 @@ func newPostgres(db *sql.DB, table, counter string) *postgres {
 	// The outer SELECT computes nextval only for the row the CTE returns,
 	// that is once the row lock is held: a token drawn before winning the
 	// lock could be smaller than the one of a holder that won first.
-	lock := func(wait string) string {
-		return `WITH locked AS (SELECT name FROM ` + table + ` WHERE name = $1 FOR UPDATE` + wait + `),
+	lock := func(mode string) string {
+		return `WITH locked AS (SELECT name FROM ` + table + ` WHERE name = $1 ` + mode + `),
 cfg AS (SELECT set_config('idle_in_transaction_session_timeout', $2, true))
 SELECT nextval('` + counter + `') FROM locked, cfg`
 	}
 	return &postgres{
-		db:       pgxrow.Wrap(db),
-		lockWait: lock(""),
-		lockTry:  lock(" NOWAIT"),
+		db:        pgxrow.Wrap(db),
+		lockWait:  lock("FOR UPDATE"),
+		lockTry:   lock("FOR UPDATE NOWAIT"),
+		shareWait: lock("FOR SHARE"),
+		shareTry:  lock("FOR SHARE NOWAIT"),
+		sem:       pgSemSQL(table, counter),
 		// DO NOTHING neither raises nor logs a duplicate, and does not wait
 		// for a row lock on the existing row.
 		insertRow: `INSERT INTO ` + table + ` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
 	}
 }
 
-func (*postgres) close()                              {}
-func (*postgres) warm(context.Context, time.Duration) {}
+func (*postgres) close()                                       {}
+func (*postgres) warm(context.Context, time.Duration, request) {}
+
+// queryRow: pgx caches prepared statements per connection by itself.
+func (p *postgres) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	return p.db.On(tx).QueryRowContext(ctx, query, args...)
+}
+
+func (p *postgres) on(q pgxrow.Querier) pgxrow.Querier { return p.db.On(q) }
 
 func (*postgres) openSession(context.Context, *sql.Conn, time.Duration) error { return nil }
 func (*postgres) closeSession(context.Context, *sql.Conn) error               { return nil }
@@ -64,12 +77,17 @@ func (*postgres) txOptions() *sql.TxOptions {
 }
 
 func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error) {
-	// The setting is an int of milliseconds.
-	timeout := strconv.FormatInt(min(max(c.ttl.Milliseconds(), 1), math.MaxInt32), 10)
+	timeout := pgIdleTimeout(c.ttl)
 	query := p.lockTry
+	if c.share {
+		query = p.shareTry
+	}
 	var interrupt func(context.Context) error
 	if c.wait {
 		query = p.lockWait
+		if c.share {
+			query = p.shareWait
+		}
 		// pgx answers a canceled context by cutting the connection; a
 		// cancel request stops the server's wait and keeps the connection.
 		// lib/pq sends one itself.
@@ -87,14 +105,34 @@ func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, in
 			}
 		}
 	}
+	var restore string
+	if c.wait && c.bound > 0 {
+		// Set for the waiting statement only: the user's statements in Tx
+		// get the session's value back.
+		ms := strconv.FormatInt(max(c.bound.Milliseconds(), 1), 10)
+		var set string
+		if err := p.db.On(c.tx).QueryRowContext(ctx, pgBoundLockWait, ms).Scan(&restore, &set); err != nil {
+			return 0, false, ctx.Err() != nil, err
+		}
+	}
 	interrupted, err = runInterruptible(ctx, interrupt, interruptGrace, func(ctx context.Context) error {
 		return p.queryInTx(ctx, c, &token, query, c.name, timeout)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, interrupted, nil
 	}
+	if err == nil && !interrupted && c.wait && c.bound > 0 {
+		_, err = p.db.On(c.tx).ExecContext(ctx, pgRestoreLockWait, restore)
+	}
 	return token, err == nil, interrupted, err
 }
+
+// pgBoundLockWait sets the transaction's lock_timeout (milliseconds) and
+// returns the value before; pgRestoreLockWait sets it back.
+const (
+	pgBoundLockWait   = `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, true)`
+	pgRestoreLockWait = `SELECT set_config('lock_timeout', $1, true)`
+)
 
 // queryInTx runs a query that returns one bigint inside c's transaction.
 // With a context that can be canceled it runs through pgx on the
@@ -163,4 +201,17 @@ func pgConnOfDriver(dc any) *pgconn.PgConn {
 		return c.Conn().PgConn()
 	}
 	return nil
+}
+
+func (p *postgres) semSQL() *semSQL { return p.sem }
+
+// semTook: the take drew the token, and lock_timeout was set LOCAL.
+func (*postgres) semTook(_ context.Context, _ lockCall, token int64) (int64, error) {
+	return token, nil
+}
+
+// pgIdleTimeout is the idle_in_transaction_session_timeout of a lock of
+// ttl: an int of milliseconds.
+func pgIdleTimeout(ttl time.Duration) string {
+	return strconv.FormatInt(min(max(ttl.Milliseconds(), 1), math.MaxInt32), 10)
 }
