@@ -9,7 +9,8 @@ import (
 )
 
 // DetectDialect tells the dialect of db from its driver: pgx and lib/pq are
-// Postgres, go-sql-driver/mysql is MySQL. Other drivers need the dialect
+// Postgres, go-sql-driver/mysql is MySQL, modernc.org/sqlite (*sqlite.Driver)
+// is SQLite. Other drivers need the dialect
 // given explicitly; they get dblock.ErrUnknownDialect here.
 func DetectDialect(db *sql.DB) (dblock.Dialect, error) {
 	if db == nil {
@@ -23,6 +24,8 @@ func DetectDialect(db *sql.DB) (dblock.Dialect, error) {
 		return dblock.Postgres, nil
 	case strings.Contains(typ, "mysql."):
 		return dblock.MySQL, nil
+	case typ == "*sqlite.Driver":
+		return dblock.SQLite, nil
 	}
 	return "", fmt.Errorf("%w: driver %s (pass the dialect explicitly)", dblock.ErrUnknownDialect, typ)
 }
@@ -40,21 +43,23 @@ func ResolveDialect(db *sql.DB, explicit dblock.Dialect) (dblock.Dialect, error)
 	case explicit == "":
 		return detected, nil
 	case !explicit.Valid():
-		return "", fmt.Errorf("%w: %q (want %q or %q)", dblock.ErrUnknownDialect, explicit, dblock.Postgres, dblock.MySQL)
+		return "", fmt.Errorf("%w: %q (want %q, %q or %q)", dblock.ErrUnknownDialect, explicit, dblock.Postgres, dblock.MySQL, dblock.SQLite)
 	case err == nil && detected != explicit:
 		return "", fmt.Errorf("%w: %q given but the driver speaks %s", dblock.ErrUnknownDialect, explicit, detected)
 	}
 	return explicit, nil
 }
 
-// ParseDialect turns "postgres"/"postgresql"/"pgx" or "mysql"/"mariadb" into
-// a Dialect.
+// ParseDialect turns "postgres"/"postgresql"/"pgx", "mysql"/"mariadb" or
+// "sqlite"/"sqlite3" into a Dialect.
 func ParseDialect(s string) (dblock.Dialect, error) {
 	switch strings.ToLower(s) {
 	case "postgres", "postgresql", "pgx":
 		return dblock.Postgres, nil
 	case "mysql", "mariadb":
 		return dblock.MySQL, nil
+	case "sqlite", "sqlite3":
+		return dblock.SQLite, nil
 	}
-	return "", fmt.Errorf("%w: %q (want postgres or mysql)", dblock.ErrUnknownDialect, s)
+	return "", fmt.Errorf("%w: %q (want postgres, mysql or sqlite)", dblock.ErrUnknownDialect, s)
 }
