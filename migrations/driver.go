@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
@@ -40,6 +41,9 @@ type dialectSQL struct {
 	// lockTimesOut: the lock statement answers 1 or 0 (MySQL GET_LOCK with
 	// a timeout) instead of blocking until it gets the lock.
 	lockTimesOut bool
+	// lockIsTx: the lock is a write transaction (SQLite's BEGIN IMMEDIATE,
+	// ended by COMMIT), inside which the migrations and SetVersion run.
+	lockIsTx bool
 }
 
 // lockKey names the database lock that serializes concurrent Up calls.
@@ -65,6 +69,17 @@ var dialects = map[dblock.Dialect]dialectSQL{
 		insert:       `INSERT INTO ` + MigrationsTable + ` (version, dirty) VALUES (?, ?)`,
 		lockTimesOut: true,
 	},
+	// SQLite has no advisory locks; its one writer at a time is the lock.
+	// BEGIN IMMEDIATE takes the write lock at once (waiting out the busy
+	// timeout), and SQLite's DDL is transactional. held is not a query:
+	// releaseLock rolls back whatever is left open.
+	dblock.SQLite: {
+		createTable: `CREATE TABLE IF NOT EXISTS ` + MigrationsTable + ` (version INTEGER NOT NULL PRIMARY KEY, dirty INTEGER NOT NULL)`,
+		lock:        `BEGIN IMMEDIATE`,
+		unlock:      `COMMIT`,
+		insert:      `INSERT INTO ` + MigrationsTable + ` (version, dirty) VALUES (?, ?)`,
+		lockIsTx:    true,
+	},
 }
 
 func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect, known func(version uint) bool) (*driver, error) {
@@ -73,6 +88,11 @@ func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect, known func
 		return nil, fmt.Errorf("%w: %q", dblock.ErrUnknownDialect, d)
 	}
 	drv := &driver{ctx: ctx, conn: conn, dialect: sqls, known: known}
+	if d == dblock.SQLite {
+		if err := prepareSQLite(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
 	if err := drv.ensureTable(); err != nil {
 		return nil, err
 	}
@@ -174,11 +194,28 @@ func stripComments(stmt []byte) []byte {
 }
 
 func (d *driver) SetVersion(version int, dirty bool) error {
+	if d.dialect.lockIsTx {
+		// Already in the lock's transaction.
+		return d.writeVersion(d.conn, version, dirty)
+	}
 	tx, err := d.conn.BeginTx(d.ctx, nil)
 	if err != nil {
 		return &database.Error{OrigErr: err, Err: "transaction start failed"}
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := d.writeVersion(tx, version, dirty); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return &database.Error{OrigErr: err, Err: "transaction commit failed"}
+	}
+	return nil
+}
+
+// writeVersion replaces the history row, in a transaction.
+func (d *driver) writeVersion(tx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}, version int, dirty bool) error {
 	if _, err := tx.ExecContext(d.ctx, `DELETE FROM `+MigrationsTable); err != nil {
 		return &database.Error{OrigErr: err, Query: []byte("DELETE FROM " + MigrationsTable)}
 	}
@@ -188,8 +225,26 @@ func (d *driver) SetVersion(version int, dirty bool) error {
 			return &database.Error{OrigErr: err, Query: []byte(d.dialect.insert)}
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return &database.Error{OrigErr: err, Err: "transaction commit failed"}
+	return nil
+}
+
+// prepareSQLite refuses a pool without a busy timeout (see
+// lockkit.CheckSQLite) and puts the file in WAL mode, where readers never
+// block the one writer: that is persistent in the file, so later
+// connections need not ask. An in-memory database stays as it is.
+func prepareSQLite(ctx context.Context, conn *sql.Conn) error {
+	if err := lockkit.CheckSQLite(ctx, conn); err != nil {
+		return err
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return lockkit.WrapDBError("read journal_mode", err)
+	}
+	if strings.EqualFold(mode, "wal") || strings.EqualFold(mode, "memory") {
+		return nil
+	}
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		return lockkit.WrapDBError("set journal_mode WAL", err)
 	}
 	return nil
 }
@@ -237,6 +292,15 @@ func releaseLock(ctx context.Context, conn *sql.Conn, d dblock.Dialect) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
+	if sqls.lockIsTx {
+		// A lock left held is an open transaction: roll it back. SQLite
+		// answers "no transaction is active" when there is none.
+		if _, err := conn.ExecContext(ctx, `ROLLBACK`); err == nil || strings.Contains(err.Error(), "no transaction is active") {
+			return
+		}
+		_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+		return
+	}
 	for range maxLockHolds {
 		var wasHeld bool
 		if err := conn.QueryRowContext(ctx, sqls.held).Scan(&wasHeld); err != nil {

@@ -9,6 +9,12 @@
 //
 // Teams that run goose, Atlas or Flyway can take the same files from Files.
 //
+// On SQLite the migration lock is the file's write lock (BEGIN IMMEDIATE,
+// held while migrating), the pool's DSN must set a busy timeout
+// (_pragma=busy_timeout(5000); Up fails with dblock.ErrInvalidDB without
+// one), and Up puts the file in WAL mode, which stays with the file. The
+// SQLite schema has the lock tables and no forupdate tables.
+//
 // # Versions
 //
 // Version 1 creates the whole schema; changes after it come as new
@@ -47,7 +53,7 @@ import (
 const MigrationsTable = "sqllock_schema_migrations"
 
 // Latest is the version Up migrates to.
-const Latest = 3
+const Latest = 4
 
 // lockTimeout is how long golang-migrate waits for the driver's Lock before
 // it gives up. It gives up by returning, not by stopping Lock, which goes on
@@ -59,7 +65,7 @@ const Latest = 3
 // copes even so.)
 var lockTimeout = time.Duration(math.MaxInt64)
 
-//go:embed postgres/*.sql mysql/*.sql
+//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql
 var files embed.FS
 
 // Files returns the migration files of a dialect, named as golang-migrate
@@ -77,8 +83,8 @@ type Option func(*config)
 type config struct{ dialect dblock.Dialect }
 
 // WithDialect sets the SQL dialect of db. Default: detected from db's
-// driver (pgx, lib/pq, go-sql-driver/mysql), as rowlock.New does; give it
-// for another driver. A dialect that contradicts the driver is
+// driver (pgx, lib/pq, go-sql-driver/mysql, modernc.org/sqlite), as
+// rowlock.New does; give it for another driver. A dialect that contradicts the driver is
 // dblock.ErrUnknownDialect.
 func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect = d } }
 

@@ -36,8 +36,11 @@ func isolated(t *testing.T, tg testdb.Target) (*sql.DB, string) {
 func tableCount(t *testing.T, db *sql.DB, d dblock.Dialect) int {
 	t.Helper()
 	q := `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name LIKE 'dblock\_%'`
-	if d == dblock.MySQL {
+	switch d {
+	case dblock.MySQL:
 		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'dblock\_%'`
+	case dblock.SQLite:
+		q = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'dblock\_%' ESCAPE '\'`
 	}
 	var n int
 	if err := db.QueryRowContext(t.Context(), q).Scan(&n); err != nil {
@@ -47,7 +50,7 @@ func tableCount(t *testing.T, db *sql.DB, d dblock.Dialect) int {
 }
 
 func TestUpDownVersion(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			db, _ := isolated(t, tg)
@@ -76,8 +79,8 @@ func TestUpDownVersion(t *testing.T) {
 				t.Fatalf("Version after Up = %d %v %v, want %d", v, dirty, err, migrations.Latest)
 			}
 			// PostgreSQL keeps forupdate's token counter in a sequence,
-			// MySQL in a table.
-			want := map[dblock.Dialect]int{dblock.Postgres: 5, dblock.MySQL: 6}[tg.Dialect]
+			// MySQL in a table; SQLite has no forupdate tables.
+			want := map[dblock.Dialect]int{dblock.Postgres: 6, dblock.MySQL: 7, dblock.SQLite: 5}[tg.Dialect]
 			if n := tableCount(t, db, tg.Dialect); n != want {
 				t.Fatalf("%d dblock_ tables after Up, want %d", n, want)
 			}
@@ -336,7 +339,7 @@ func TestConcurrentUpFreshSchema(t *testing.T) {
 					if v, dirty, err := migrations.Version(ctx, db); err != nil || v != migrations.Latest || dirty {
 						t.Fatalf("Version after concurrent Up = %d dirty=%v %v, want %d", v, dirty, err, migrations.Latest)
 					}
-					want := map[dblock.Dialect]int{dblock.Postgres: 5, dblock.MySQL: 6}[tg.Dialect]
+					want := map[dblock.Dialect]int{dblock.Postgres: 6, dblock.MySQL: 7}[tg.Dialect]
 					if n := tableCount(t, db, tg.Dialect); n != want {
 						t.Fatalf("%d dblock_ tables after Up, want %d", n, want)
 					}
@@ -355,7 +358,7 @@ func TestBadInput(t *testing.T) {
 	if err := migrations.Up(ctx, nil); !errors.Is(err, dblock.ErrInvalidDB) {
 		t.Errorf("nil db: %v", err)
 	}
-	tg := testdb.Targets(t)[0]
+	tg := testdb.AllTargets(t)[0]
 	if err := migrations.Up(ctx, tg.DB, migrations.WithDialect("oracle")); !errors.Is(err, dblock.ErrUnknownDialect) {
 		t.Errorf("unknown dialect: %v", err)
 	}

@@ -23,26 +23,48 @@ import (
 // Errors: dblock.ErrInvalidName, dblock.ErrInvalidOption, dblock.ErrClosed,
 // dblock.ErrSchemaMissing, dblock.ErrInvalidDB, or a driver error.
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	return asLock(l.tryAcquire(ctx, name, opts, l.metrics, true))
+}
+
+// tryAcquire is TryAcquire, the lock recording its hold through in, and
+// the acquisition counted when count is set (a lock kind counts its own
+// acquisitions, not those of the rows it takes).
+func (l *Locker) tryAcquire(ctx context.Context, name string, opts []dblock.Option, in *metrics.Instruments, count bool) (*Lock, error) {
 	started := clock.Now()
 	a, err := l.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
+	a.metrics = in
 	a.sessionKey = l.sess.key(ctx) // Acquire's waiting reads it at every try
 	out, sent, err := l.try(ctx, a)
+	if err != nil {
+		l.dropOrphan(ctx, a)
+	}
 	if err == nil && !out.acquired {
 		err = dblock.ErrNotAcquired
 	}
-	l.record(ctx, metrics.ModeTry, err, started)
+	if count {
+		record(ctx, in, metrics.ModeTry, err, started)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return l.newLock(ctx, a, out.token, sent), nil
 }
 
-// record counts an acquisition that got past its arguments' checks, by
-// outcome, with the time it took.
-func (l *Locker) record(ctx context.Context, mode metrics.Mode, err error, started time.Time) {
+// asLock returns k as a dblock.Lock: nil, not a nil *Lock (or *Permit,
+// *RWLock), with an error.
+func asLock[K dblock.Lock](k K, err error) (dblock.Lock, error) {
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// record counts, through in, an acquisition that got past its arguments'
+// checks, by outcome, with the time it took.
+func record(ctx context.Context, in *metrics.Instruments, mode metrics.Mode, err error, started time.Time) {
 	result := metrics.ResultAcquired
 	switch {
 	case errors.Is(err, dblock.ErrNotAcquired):
@@ -50,7 +72,7 @@ func (l *Locker) record(ctx context.Context, mode metrics.Mode, err error, start
 	case err != nil:
 		result = metrics.ResultError
 	}
-	l.metrics.Acquisition(context.WithoutCancel(ctx), mode, result, clock.Now().Sub(started))
+	in.Acquisition(context.WithoutCancel(ctx), mode, result, clock.Now().Sub(started))
 }
 
 // Acquire waits until name is held or ctx ends; see the package doc for
@@ -63,15 +85,26 @@ func (l *Locker) record(ctx context.Context, mode metrics.Mode, err error, start
 // take the lock only when no fair waiter is queued, but keep no place.
 // Re-entering a lock the owner holds bypasses the queue.
 func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	return asLock(l.acquire(ctx, name, opts, l.metrics, true))
+}
+
+// acquire is Acquire, recording as tryAcquire does.
+func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option, in *metrics.Instruments, count bool) (*Lock, error) {
 	started := clock.Now()
 	a, err := l.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
+	a.metrics = in
 	wt := l.startWaiting(a)
 	k, err := wt.run(ctx)
 	wt.end(ctx)
-	l.record(ctx, metrics.ModeWait, err, started)
+	if err != nil && wt.cutShort {
+		l.dropOrphan(ctx, a)
+	}
+	if count {
+		record(ctx, in, metrics.ModeWait, err, started)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +162,52 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 		return outcome{}, sent, nil
 	}
 	return outcome{}, sent, lockkit.WrapDBError("rowlock: acquire "+fmt.Sprintf("%q", a.name), err)
+}
+
+// dropOrphan undoes what a try cut short by the end of ctx may have done:
+// the server may have run its take all the same (it finished as the client
+// gave up, or it waited for the row lock and the server ran it once it got
+// it although its client had gone, as PostgreSQL does: see
+// TestCutShortTryLeavesNothingHeld). When the attempt's owner is fresh (ctx
+// carries none), nobody else can hold the row under it and nobody would
+// ever release such a hold, which would keep the name until its lease
+// lapsed: any hold it has of the name is dropped. An owner that ctx
+// carries may hold the row legitimately (a re-entry) and is left alone;
+// so are the kinds' rows, whose acquisitions carry their owner and undo
+// their own (takeRow). The drop runs in the background, so that the
+// caller, whose context has ended, is not kept waiting (a late MySQL take
+// holds the row lock the drop needs until it commits); Close waits for it.
+// A statement still waiting for its row lock when the drop gives up
+// (giveBackTimeout) leaves a hold that lapses with its lease.
+func (l *Locker) dropOrphan(ctx context.Context, a attempt) {
+	if _, carried := dblock.OwnerFromContext(ctx); carried || ctxEnded(ctx) == nil {
+		return
+	}
+	l.orphanMu.Lock()
+	if l.orphansDone {
+		// After Close: nothing waits for a goroutine any more.
+		l.orphanMu.Unlock()
+		l.dropHolds(ctx, a.name, a.owner())
+		return
+	}
+	l.orphans.Add(1)
+	l.orphanMu.Unlock()
+	go func() {
+		defer l.orphans.Done()
+		l.dropHolds(ctx, a.name, a.owner())
+	}()
+}
+
+// dropHolds frees every hold owner has of name, within giveBackTimeout
+// (ctx may have ended), and wakes this process's waiters of name.
+func (l *Locker) dropHolds(ctx context.Context, name string, owner dblock.Owner) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	defer cancel()
+	if err := l.store.dropHolds(dctx, name, owner); err != nil {
+		l.cfg.logger.Warn("rowlock: dropping a hold taken as its acquisition failed failed; it lapses with its lease",
+			"name", name, "error", err)
+	}
+	busyWaitlists.wakeFirst(name)
 }
 
 // cutShort is what a wait ending with err returns: not acquired when ctx

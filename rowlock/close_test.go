@@ -14,7 +14,7 @@ import (
 // they got the lock or gave up. A row left behind would hold up the queue
 // until it lapsed (the waiter TTL, 10 s here).
 func TestCloseWithFairWaitersInFlight(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			l, other := newLocker(t, tg.DB), newLocker(t, tg.DB)
@@ -64,7 +64,7 @@ func TestCloseWithFairWaitersInFlight(t *testing.T) {
 // lock held across it is still renewed, refreshed and released (its
 // statements then run unprepared on MySQL), and another Locker gets it.
 func TestLockHeldAcrossClose(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			l, other := newLocker(t, tg.DB), newLocker(t, tg.DB)

@@ -10,10 +10,10 @@ import (
 )
 
 // TestConformance runs dblock's conformance suite on rowlock, on each
-// database. A lock is made lost as a holder that stopped renewing would
+// database, SQLite included. A lock is made lost as a holder that stopped renewing would
 // find it: its lease ended by the database clock.
 func TestConformance(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			dblocktest.TestLocker(t, dblocktest.Harness{
 				New:  func(t *testing.T) dblock.Locker { return newLocker(t, tg.DB) },

@@ -65,14 +65,7 @@ func TestKilledHolderGivesUpWithinGrace(t *testing.T) {
 			defer cancel()
 			name := testdb.Name(t)
 			child := testdb.Child(t, "TestChildMarkedHolder", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
-			var childToken int64
-			line, err := child.WaitLine(ctx, "held ")
-			if err != nil {
-				t.Fatalf("child did not report holding the lock: %v", err)
-			}
-			if _, err := fmt.Sscanf(line, "held %d", &childToken); err != nil {
-				t.Fatalf("child said %q: %v", line, err)
-			}
+			childToken := heldToken(t, ctx, child)
 			leaseEnd := expiresAtMicros(t, tg, name)
 			got := acquireAsync(ctx, newLocker(t, tg.DB), name)
 			killedAt := dbNowMicros(t, tg)
@@ -83,15 +76,9 @@ func TestKilledHolderGivesUpWithinGrace(t *testing.T) {
 				t.Fatalf("Acquire after the holder was killed: %v", r.err)
 			}
 			defer release(t, r.lock)
-			acquired := acquiredAtMicros(t, tg, name)
+			acquired := checkTakenBefore(t, tg, r.lock, name, leaseEnd, childToken, "its lease was not cut short")
 			t.Logf("acquired %v after SIGKILL (database clock; %v on the wall clock, for information)",
 				time.Duration(acquired-killedAt)*time.Microsecond, time.Since(start))
-			if acquired >= leaseEnd {
-				t.Fatalf("acquired at the dead holder's lease end or after: its lease was not cut short")
-			}
-			if r.lock.Token() <= childToken {
-				t.Fatalf("token %d after the dead holder's %d", r.lock.Token(), childToken)
-			}
 		})
 	}
 }
@@ -261,6 +248,14 @@ func killMarkerSession(t *testing.T, tg testdb.Target, name string) {
 	if err := tg.DB.QueryRowContext(ctx, q, name).Scan(&key); err != nil || key == 0 {
 		t.Fatalf("the row of %q records no marker: key %d, %v", name, key, err)
 	}
+	killSessionOfKey(t, tg, key)
+}
+
+// killSessionOfKey has the server end the session that holds the marker
+// key.
+func killSessionOfKey(t *testing.T, tg testdb.Target, key int64) {
+	t.Helper()
+	ctx := t.Context()
 	if tg.Dialect == dblock.Postgres {
 		var killed bool
 		err := tg.DB.QueryRowContext(ctx, `
@@ -279,6 +274,38 @@ WHERE locktype = 'advisory' AND objsubid = 1 AND granted
 	if _, err := tg.DB.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
 		t.Fatalf("KILL %d: %v", id, err)
 	}
+}
+
+// heldToken waits for the child's "held <token>" line and returns the
+// token.
+func heldToken(t *testing.T, ctx context.Context, child *testdb.ChildProcess) int64 {
+	t.Helper()
+	line, err := child.WaitLine(ctx, "held ")
+	if err != nil {
+		t.Fatalf("child did not report holding the lock: %v", err)
+	}
+	var token int64
+	if _, err := fmt.Sscanf(line, "held %d", &token); err != nil {
+		t.Fatalf("child said %q: %v", line, err)
+	}
+	return token
+}
+
+// checkTakenBefore fails the test unless k, whose row is row, was taken
+// (by the database clock) before leaseEnd, the previous holder's lease
+// end, with a token above prevToken, the previous holder's; why says what
+// taking it at or after the lease end would mean. It returns when k was
+// taken.
+func checkTakenBefore(t *testing.T, tg testdb.Target, k dblock.Lock, row string, leaseEnd, prevToken int64, why string) (acquired int64) {
+	t.Helper()
+	acquired = acquiredAtMicros(t, tg, row)
+	if acquired >= leaseEnd {
+		t.Fatalf("taken at the previous holder's lease end or after: %s", why)
+	}
+	if k.Token() <= prevToken {
+		t.Fatalf("token %d after the previous holder's %d", k.Token(), prevToken)
+	}
+	return acquired
 }
 
 // acquired is what an Acquire in the background returned.

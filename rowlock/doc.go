@@ -22,6 +22,25 @@
 // the lock is still held and keeps it from being taken until that
 // transaction ends.
 //
+// # Releases that do not wait for the disk
+//
+// On PostgreSQL a release commits with synchronous_commit off, for its own
+// transaction only (pgRelease): it does not wait for its WAL to be flushed,
+// which makes it about a quarter faster. What a server crash can then lose
+// is a release whose commit was not yet on disk, and losing a release is
+// harmless: the row shows the hold again after recovery, and its lease runs
+// out (at most one TTL), as if the holder had died without releasing. It
+// can lose nothing else, because WAL is flushed in order: any later
+// transaction that waited for its own flush, such as an acquisition taking
+// the row over, carries the release with it. So no token is ever drawn on
+// top of a release that is then lost, and tokens never go backwards.
+// Acquisitions, renewals and everything that draws a token keep synchronous
+// commits: a lost acquisition would let the next holder draw the same
+// token. With synchronous replication the release does not wait for the
+// standby either; after a failover it may likewise be lost, and the lease
+// decides. MySQL has no per-transaction setting for this
+// (innodb_flush_log_at_trx_commit is global): its releases flush.
+//
 // # Crash detection
 //
 // A holder that dies would block others for its whole lease (30 s by
@@ -82,14 +101,47 @@
 // connection per holder's marker (at most four per Locker; beyond that
 // waiters wait for leases).
 //
-// Waiting: on PostgreSQL, releases are announced with NOTIFY, and the
-// session connection LISTENs and wakes the Locker's waiters, once a NOTIFY
-// round trip has shown that notifications come back on it (through a
-// transaction pooler they do not: waiters then poll, and the Locker says so
-// once in its log); on MySQL waiters poll with backoff and jitter. Waiters in the same process are woken directly by
-// a release. Only the first waiter of a name in each Locker is woken, so a
-// release never stampedes: the fair waiter with the oldest place in the
-// queue, or with none queued the longest-waiting one.
+// # Waking waiters
+//
+// Waiters in the same process are woken directly by a release. Waiters in
+// other processes are woken by the database:
+//
+//   - PostgreSQL: releases are announced with NOTIFY, and the session
+//     connection LISTENs and wakes the Locker's waiters, once a NOTIFY
+//     round trip has shown that notifications come back on it (through a
+//     transaction pooler they do not: waiters then poll, and the Locker
+//     says so once in its log).
+//   - MySQL has no notifications. Each session connection holds, besides
+//     its marker, a "doorbell": user-level locks named after the marker
+//     and a generation, the current one recorded in dblock_sessions
+//     (migration version 4). A waiter reads the holder's generation, then
+//     marks the row wanted, then blocks a pool connection of its Locker in
+//     GET_LOCK on that bell; the holder's release sees wanted and its
+//     session rings: it lets the bell go (and takes a later one). The order
+//     of those steps is why no ring is missed, and why an old generation
+//     only wakes a waiter early (the argument is in bell.go). A holder's
+//     death frees its bells too, and the waiter, finding the marker free in
+//     the same statement, handles it as a crash (above). The cost: while
+//     Lockers wait on a holder's session, one blocked pool connection per
+//     such session and Locker (at most four per Locker with the markers'
+//     watches; beyond that waiters poll), and one GET_LOCK every 5 s each;
+//     a release that rang costs its session two statements.
+//
+// Without these (WithListen(false); on MySQL also WithCrashGrace(0), or a
+// holder whose session does not ring, such as one of an older version)
+// waiters poll with backoff and jitter. Only the first waiter of a name in
+// each Locker is woken, so a release never stampedes: the fair waiter with
+// the oldest place in the queue, or with none queued the longest-waiting
+// one.
+//
+// A lapsed lock goes only to a contender with no live fair waiter older
+// than it, which every take checks in the database. On MySQL an unqueued
+// contender first tries a take that skips that check while the row's
+// queued flag is false (myTakeFast, which says why that proves the queue
+// empty); fair waiters set the flag as they queue. Fair waiters of a
+// version before schema version 4 do not: while such versions run beside
+// this one (a rolling upgrade), a waiter of theirs can be passed by this
+// version's unqueued contenders. Mutual exclusion is not affected.
 //
 // What the tables hold can be looked at without SQL: Locks and Held show
 // the locks taken now, Waiters and AllWaiters the fair queues, Lapsed
@@ -119,5 +171,46 @@
 // dblock_semaphores); Readers and Writers are the two sides of read/write
 // locks (a writer row and MaxReaders reader rows; waiting writers are not
 // starved). Derived rows are named after the name, U+241F (␟) and a
-// suffix: do not give plain locks names containing it.
+// suffix: do not give plain locks names containing it. They are not
+// available on SQLite yet (errors.ErrUnsupported).
+//
+// # SQLite
+//
+// On an SQLite database (modernc.org/sqlite, detected from its
+// *sqlite.Driver) the Locker coordinates the processes of one host that
+// share the database file: a crontab on one machine, a desktop
+// application, tests. It is not a distributed lock: processes on other
+// hosts cannot share the file safely (SQLite's file locking does not hold
+// over network file systems), and nothing on SQLite stands for a second
+// host. Plain locks work as on the servers: leases by the database clock,
+// fencing tokens, reentrancy, Fair, MinHold, CheckHeld, waiting by
+// polling, Sweep and the reaper.
+//
+// What differs. The database clock is the host's clock, read by SQLite
+// (unixepoch('subsec'): millisecond resolution), which every process on the
+// host shares; a step of that clock (an NTP correction, a manual change)
+// moves every lease with it: forward, leases lapse early and their holders
+// lose them; backward, a crashed holder's lease lasts longer. There are no
+// sessions, so no session markers: the Locker runs lease-only, as with
+// WithCrashGrace(0), which it sets itself; a crashed holder blocks others
+// until its lease lapses (the TTL, 30 s by default). There are no
+// notifications: waiters in other processes poll (every 10 ms at most);
+// those in the same process are woken by a release.
+//
+// SQLite lets one connection write the file at a time. Every statement the
+// Locker runs that writes is one statement (taken atomically, without row
+// locks), and the sweep's read-then-write runs in a BEGIN IMMEDIATE
+// transaction, so contending processes wait their turn rather than fail.
+// That waiting needs a busy timeout on every connection, which only the DSN
+// can give a whole pool: the Locker checks it at its first statement and
+// migrations.Up before migrating, and without one both fail with
+// dblock.ErrInvalidDB saying to add _pragma=busy_timeout(5000) (for example
+// file:locks.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)). The
+// library never changes the settings of your connections; migrations.Up
+// puts the file in WAL mode (persistent in the file), where readers never
+// block the writer. Use a file: an in-memory database is private to one
+// connection. For CheckHeld, begin the writing transaction with BEGIN
+// IMMEDIATE (the DSN's _txlock=immediate): a deferred transaction that
+// reads and then writes fails with SQLITE_BUSY when another connection
+// wrote in between (safe, but an error to retry).
 package rowlock

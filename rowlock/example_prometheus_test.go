@@ -86,9 +86,9 @@ WHERE l.name = $1 AND p.locktype = 'advisory' AND p.objsubid = 1`, job)
 		}
 	}
 	// Output:
-	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="try",sqllock_acquire_result="acquired",sqllock_lock_kind="rowlock"} 1
-	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="try",sqllock_acquire_result="not_acquired",sqllock_lock_kind="rowlock"} 1
-	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="wait",sqllock_acquire_result="acquired",sqllock_lock_kind="rowlock"} 1
-	// sqllock_lock_lost_total{sqllock_lock_kind="rowlock",sqllock_lock_lost_cause="session_ended"} 1
+	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="try",sqllock_acquire_result="acquired",sqllock_lock_kind="rowlock",sqllock_lock_type="mutex"} 1
+	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="try",sqllock_acquire_result="not_acquired",sqllock_lock_kind="rowlock",sqllock_lock_type="mutex"} 1
+	// sqllock_lock_acquisitions_total{sqllock_acquire_mode="wait",sqllock_acquire_result="acquired",sqllock_lock_kind="rowlock",sqllock_lock_type="mutex"} 1
+	// sqllock_lock_lost_total{sqllock_lock_kind="rowlock",sqllock_lock_lost_cause="session_ended",sqllock_lock_type="mutex"} 1
 	// sqllock_reaper_sweeps_total{sqllock_reaper_result="swept"} 1
 }

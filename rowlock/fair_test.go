@@ -43,7 +43,7 @@ func TestFairOrder(t *testing.T) {
 	if testing.Short() {
 		rounds = 3
 	}
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			lockers := []*rowlock.Locker{
 				newLocker(t, tg.DB, rowlock.WithIdleRecheck(time.Hour)),
@@ -112,7 +112,7 @@ func fairRound(t *testing.T, lockers []*rowlock.Locker, name string, round, wait
 // test: if the first caller still polled, the real head would sleep while
 // the lock is free, and the test would hang until its liveness bound.
 func TestFairHeadPollsInItsLocker(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
 			defer cancel()
@@ -196,7 +196,7 @@ func waitQueueOrder(t testing.TB, l *rowlock.Locker, name string, owners ...stri
 // TestQueueBlocksBargers: while a fair waiter is queued, a free lock goes to
 // nobody else, fair or not; the holder may still re-enter.
 func TestQueueBlocksBargers(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			l := newLocker(t, tg.DB)
@@ -249,7 +249,7 @@ func TestQueueBlocksBargers(t *testing.T) {
 // TestFairCancelMidQueue: a waiter whose context ends leaves the queue at
 // once; the others keep their order.
 func TestFairCancelMidQueue(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			l := newLocker(t, tg.DB)
@@ -308,7 +308,7 @@ func TestChildFairWaiter(t *testing.T) {
 		return
 	}
 	name, dialect := os.Getenv("SQLLOCK_CHILD_LOCK"), os.Getenv("SQLLOCK_CHILD_DIALECT")
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		if tg.Name != dialect {
 			continue
 		}
@@ -338,7 +338,7 @@ func TestChildFairWaiter(t *testing.T) {
 // is not given past it while its row is live by the database clock, and is
 // given to the next waiter once the row lapses.
 func TestDeadWaiterIsPassedOver(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			l := newLocker(t, tg.DB)
@@ -347,7 +347,8 @@ func TestDeadWaiterIsPassedOver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			child := testdb.Child(t, "TestChildFairWaiter", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
+			child := testdb.Child(t, "TestChildFairWaiter",
+				append(tg.ChildEnv(), "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)...)
 			waitCtx, cancel := context.WithTimeout(ctx, time.Minute) // liveness bound
 			defer cancel()
 			if _, err := child.WaitLine(waitCtx, "queued"); err != nil {
@@ -393,8 +394,11 @@ func TestDeadWaiterIsPassedOver(t *testing.T) {
 func waiterExpiresAtMicros(t testing.TB, tg testdb.Target, id int64) int64 {
 	t.Helper()
 	q := `SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM dblock_waiters WHERE id = $1`
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) FROM dblock_waiters WHERE id = ?`
+	case dblock.SQLite:
+		q = `SELECT expires_at FROM dblock_waiters WHERE id = ?`
 	}
 	var us int64
 	if err := tg.DB.QueryRowContext(context.Background(), q, id).Scan(&us); err != nil {
@@ -404,7 +408,7 @@ func waiterExpiresAtMicros(t testing.TB, tg testdb.Target, id int64) int64 {
 }
 
 func TestFairBadInput(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			if _, err := rowlock.New(tg.DB, rowlock.WithWaiterTTL(0)); !errors.Is(err, dblock.ErrInvalidOption) {
 				t.Errorf("zero waiter TTL: %v", err)

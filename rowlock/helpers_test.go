@@ -47,7 +47,7 @@ type rowState struct {
 func readRow(t testing.TB, tg testdb.Target, name string) rowState {
 	t.Helper()
 	q := `SELECT token, hold_count, note, owner_id FROM dblock_locks WHERE name = $1`
-	if tg.Dialect == dblock.MySQL {
+	if tg.Dialect != dblock.Postgres {
 		q = `SELECT token, hold_count, note, owner_id FROM dblock_locks WHERE name = ?`
 	}
 	var r rowState
@@ -67,13 +67,20 @@ func readRow(t testing.TB, tg testdb.Target, name string) rowState {
 func expireNow(t testing.TB, tg testdb.Target, name string) {
 	t.Helper()
 	q := `UPDATE dblock_locks SET expires_at = clock_timestamp() - interval '1 second' WHERE name = $1`
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		q = `UPDATE dblock_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name = ?`
+	case dblock.SQLite:
+		q = `UPDATE dblock_locks SET expires_at = ` + sqliteNow + ` - 1000000 WHERE name = ?`
 	}
 	if _, err := tg.DB.ExecContext(context.Background(), q, name); err != nil {
 		t.Fatalf("expire %q: %v", name, err)
 	}
 }
+
+// sqliteNow is the database clock on SQLite, in µs since the epoch, as
+// rowlock reads it.
+const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 
 // waitDone waits for a lock's Done channel, failing after limit (a bound
 // against hangs, not a timing assertion).
@@ -91,8 +98,11 @@ func waitDone(t testing.TB, k dblock.Lock, limit time.Duration) {
 func acquiredAtMicros(t testing.TB, tg testdb.Target, name string) int64 {
 	t.Helper()
 	q := `SELECT (extract(epoch FROM acquired_at) * 1000000)::bigint FROM dblock_locks WHERE name = $1`
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_at) FROM dblock_locks WHERE name = ?`
+	case dblock.SQLite:
+		q = `SELECT acquired_at FROM dblock_locks WHERE name = ?`
 	}
 	var us int64
 	if err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&us); err != nil {
@@ -105,8 +115,11 @@ func acquiredAtMicros(t testing.TB, tg testdb.Target, name string) int64 {
 func dbNowMicros(t testing.TB, tg testdb.Target) int64 {
 	t.Helper()
 	q := `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+	case dblock.SQLite:
+		q = `SELECT ` + sqliteNow
 	}
 	var us int64
 	if err := tg.DB.QueryRowContext(context.Background(), q).Scan(&us); err != nil {
@@ -120,8 +133,11 @@ func dbNowMicros(t testing.TB, tg testdb.Target) int64 {
 func expiresAtMicros(t testing.TB, tg testdb.Target, name string) int64 {
 	t.Helper()
 	q := `SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM dblock_locks WHERE name = $1`
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		q = `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) FROM dblock_locks WHERE name = ?`
+	case dblock.SQLite:
+		q = `SELECT expires_at FROM dblock_locks WHERE name = ?`
 	}
 	var us int64
 	if err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&us); err != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 func TestBadInput(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			l := newLocker(t, tg.DB)
@@ -77,7 +77,7 @@ func TestBadDB(t *testing.T) {
 	if _, err := rowlock.New(nil); !errors.Is(err, dblock.ErrInvalidDB) {
 		t.Errorf("New(nil) = %v, want ErrInvalidDB", err)
 	}
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			if _, err := rowlock.New(tg.DB, rowlock.WithDialect("oracle")); !errors.Is(err, dblock.ErrUnknownDialect) {
@@ -114,11 +114,14 @@ func TestBadDB(t *testing.T) {
 }
 
 // emptySchemaDB returns a pool whose default schema (PostgreSQL) or database
-// (MySQL) has no sqllock tables.
+// (MySQL) or file (SQLite) has no sqllock tables.
 func emptySchemaDB(t *testing.T, tg testdb.Target) *sql.DB {
 	t.Helper()
 	ctx := t.Context()
 	switch tg.Dialect {
+	case dblock.SQLite:
+		empty, _ := testdb.Isolated(t, tg, "sqllock_empty", nil)
+		return empty.DB
 	case dblock.Postgres:
 		if _, err := tg.DB.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS sqllock_empty`); err != nil {
 			t.Fatal(err)

@@ -8,12 +8,24 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // giveBackTimeout bounds the releases of what a failed acquisition had
 // taken, which run even when the caller's context has ended: a name left
 // held would block others until its lease lapsed.
 const giveBackTimeout = 10 * time.Second
+
+// recordKind counts, through in, an acquisition of a lock kind that got
+// past its arguments' checks (started then), by outcome: Acquire's (wait)
+// or TryAcquire's.
+func recordKind(ctx context.Context, in *metrics.Instruments, wait bool, err error, started time.Time) {
+	mode := metrics.ModeTry
+	if wait {
+		mode = metrics.ModeWait
+	}
+	record(ctx, in, mode, err, started)
+}
 
 // checkKindCall checks what every acquisition of a lock kind over several
 // rows checks first, in this order: the context, that the Locker is open,
@@ -24,6 +36,9 @@ func (l *Locker) checkKindCall(ctx context.Context, opts []dblock.Option, checkN
 	}
 	if l.closed.Load() {
 		return dblock.Options{}, dblock.ErrClosed
+	}
+	if l.cfg.dialect == dblock.SQLite {
+		return dblock.Options{}, errKindsOnSQLite
 	}
 	if err := checkNames(); err != nil {
 		return dblock.Options{}, err
@@ -54,25 +69,22 @@ func withOneOwner(ctx context.Context) (_ context.Context, owner dblock.Owner, c
 // release, and it is dropped, so that a failed acquisition leaves nothing
 // held. MySQL may still run a statement whose client gave up, after that:
 // such a hold lapses with its lease, as after a failed Acquire.
-func (l *Locker) takeRow(ctx context.Context, name string, opts []dblock.Option, wait bool, owner dblock.Owner, ownerHeld bool) (*Lock, error) {
-	var k dblock.Lock
+//
+// The row's hold records its measurements through in (the lock type of
+// the kind); its acquisition is not counted: the kind counts its own.
+func (l *Locker) takeRow(ctx context.Context, name string, opts []dblock.Option, wait bool, owner dblock.Owner, ownerHeld bool, in *metrics.Instruments) (*Lock, error) {
+	var k *Lock
 	var err error
 	if wait {
-		k, err = l.Acquire(ctx, name, opts...)
+		k, err = l.acquire(ctx, name, opts, in, false)
 	} else {
-		k, err = l.TryAcquire(ctx, name, opts...)
+		k, err = l.tryAcquire(ctx, name, opts, in, false)
 	}
 	if err == nil {
-		return k.(*Lock), nil
+		return k, nil
 	}
 	if !ownerHeld && outcomeUnknown(ctx, err) {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
-		if dropErr := l.kinds().dropHolds(dctx, name, owner); dropErr != nil {
-			l.cfg.logger.Warn("rowlock: dropping a hold taken as its acquisition failed failed; it lapses with its lease",
-				"name", name, "error", dropErr)
-		}
-		cancel()
-		busyWaitlists.wakeFirst(name)
+		l.dropHolds(ctx, name, owner)
 	}
 	return nil, err
 }
@@ -90,7 +102,8 @@ func outcomeUnknown(ctx context.Context, err error) bool {
 	return true
 }
 
-// giveBack releases, last first, what a failed acquisition had taken.
+// giveBack releases, last first, what a failed acquisition had taken,
+// without measuring those holds: no caller ever had them.
 func (l *Locker) giveBack(ctx context.Context, taken []*Lock) {
 	if len(taken) == 0 {
 		return
@@ -98,6 +111,9 @@ func (l *Locker) giveBack(ctx context.Context, taken []*Lock) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	for i := len(taken) - 1; i >= 0; i-- {
+		taken[i].mu.Lock()
+		taken[i].givenBack = true
+		taken[i].mu.Unlock()
 		if err := taken[i].Release(ctx); err != nil && !errors.Is(err, dblock.ErrLockLost) {
 			l.cfg.logger.Warn("rowlock: giving back a row after a failed acquisition failed; it lapses with its lease",
 				"name", taken[i].Name(), "error", err)

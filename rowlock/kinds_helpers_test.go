@@ -2,6 +2,7 @@ package rowlock_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -101,4 +102,23 @@ func checkNothingLeft(t testing.TB, tg testdb.Target, lg *ledger) {
 	}
 	t.Logf("%d failed acquisitions, after which %d rows were held by a statement cut short (all lapsed unrenewed)",
 		len(lg.failedOwners), lg.phantoms)
+}
+
+// waitingFor runs acquire (an Acquire that must wait) in a goroutine. The
+// function it returns ends the wait and fails the test unless acquire
+// returned dblock.ErrNotAcquired, as a wait cut short does.
+func waitingFor(t testing.TB, ctx context.Context, acquire func(context.Context) (dblock.Lock, error)) (stop func()) {
+	waitCtx, cancel := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := acquire(waitCtx)
+		waited <- err
+	}()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-waited; !errors.Is(err, dblock.ErrNotAcquired) {
+			t.Errorf("a wait cut short: %v, want ErrNotAcquired", err)
+		}
+	}
 }

@@ -77,11 +77,6 @@ func (s myKinds) ownerHolds(ctx context.Context, names []string, o dblock.Owner)
 	return scanNames(s.db.QueryContext(ctx, query, withNames([]any{o.Host, o.ID}, names)...))
 }
 
-func (s myKinds) dropHolds(ctx context.Context, name string, o dblock.Owner) error {
-	_, err := s.db.ExecContext(ctx, myDropHolds, name, o.Host, o.ID)
-	return err
-}
-
 func (s myKinds) writer(ctx context.Context, name string, stripe int64) (kindRow, error) {
 	return scanWriter(s.db.QueryRowContext(ctx, myWriter, name, stripe))
 }

@@ -92,11 +92,6 @@ func (s pgKinds) ownerHolds(ctx context.Context, names []string, o dblock.Owner)
 	return scanNames(s.db.QueryContext(ctx, query, withNames([]any{o.Host, o.ID}, names)...))
 }
 
-func (s pgKinds) dropHolds(ctx context.Context, name string, o dblock.Owner) error {
-	_, err := s.db.ExecContext(ctx, pgDropHolds, name, o.Host, o.ID)
-	return err
-}
-
 func (s pgKinds) rows(ctx context.Context, names []string) (map[string]kindRow, error) {
 	query := strings.Replace(pgRows, "%s", pgPlaceholders(1, len(names)), 1)
 	return scanKindRows(s.db.QueryContext(ctx, query, withNames(nil, names)...))

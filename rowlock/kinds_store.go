@@ -19,11 +19,6 @@ type kindsStore interface {
 	// ownerHolds returns which of names o holds now (a live lease, at
 	// least one hold).
 	ownerHolds(ctx context.Context, names []string, o dblock.Owner) (map[string]bool, error)
-	// dropHolds frees name if o holds it: every hold, at once. It undoes
-	// a take whose outcome its caller could not learn (its context ended
-	// or its connection failed while the statement ran) and that o did
-	// not hold before.
-	dropHolds(ctx context.Context, name string, o dblock.Owner) error
 	// rows reads those of names that have a row.
 	rows(ctx context.Context, names []string) (map[string]kindRow, error)
 	// limitSQL is the SQL of semaphores' recorded limits.
@@ -186,4 +181,34 @@ func scanKindRows(rows *sql.Rows, err error) (map[string]kindRow, error) {
 		out[name] = r
 	}
 	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// dropHoldsLocked runs a dropHolds statement (drop: name, host, owner) in a
+// transaction that first waits for the row's lock (lockRow: name). Alone,
+// an UPDATE whose WHERE fails on the row version it sees waits for nobody
+// (PostgreSQL; InnoDB's semi-consistent reads under READ COMMITTED), so a
+// take of the owner's that still waits for that row lock, whose client has
+// given up, would commit after the drop and be held by nobody.
+func dropHoldsLocked(ctx context.Context, db pgxrow.DB, lockRow, drop, name string, o dblock.Owner) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	r := db.On(tx)
+	rows, err := r.QueryContext(ctx, lockRow, name)
+	if err != nil {
+		return err
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if _, err := r.ExecContext(ctx, drop, name, o.Host, o.ID); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

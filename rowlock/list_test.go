@@ -16,7 +16,7 @@ import (
 // and lingering (released under MinHold) locks, in name order, but neither
 // released nor expired ones.
 func TestLocks(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			tg := isolated(t, shared, nil).Target
 			ctx := t.Context()
@@ -108,7 +108,7 @@ func TestLocks(t *testing.T) {
 // in batches, oldest first, through the Locker, and keeps a live fair
 // waiter however often it runs with no grace.
 func TestDeleteDeadWaiters(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			tg := isolated(t, shared, nil).Target
 			ctx := t.Context()

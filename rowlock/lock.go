@@ -28,11 +28,16 @@ type Lock struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	acquired time.Time // by the local clock, for the hold-time metric
+	// metrics records the hold's measurements, with its lock type.
+	metrics *metrics.Instruments
 
 	mu       sync.Mutex
 	deadline time.Time // by the local monotonic clock: lost unless renewed before
 	err      error     // nil while held
 	released bool
+	// givenBack: released by a failed acquisition of a lock kind, never
+	// handed to a caller, so its hold is not measured.
+	givenBack bool
 
 	// stopRenew cancels the renewal loop and any renewal in flight.
 	stopRenew context.CancelFunc
@@ -61,8 +66,13 @@ func (l *Locker) newLock(acquireCtx context.Context, a attempt, token int64, sen
 	base := dblock.WithOwner(context.WithoutCancel(acquireCtx), a.ownerID)
 	ctx, cancel := context.WithCancelCause(base)
 	renewCtx, stopRenew := context.WithCancel(context.Background())
+	in := a.metrics
+	if in == nil {
+		in = l.metrics
+	}
 	k := &Lock{
 		l:         l,
+		metrics:   in,
 		h:         holder{name: a.name, host: a.host, ownerID: a.ownerID, token: token},
 		ttl:       a.ttl,
 		owner:     a.owner(),
@@ -224,7 +234,7 @@ func (k *Lock) renewLoop(next time.Time) {
 			if lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
 				lastErr = err
 			}
-			k.l.metrics.RenewalFailed(context.Background())
+			k.metrics.RenewalFailed(context.Background())
 			k.l.cfg.logger.Warn("rowlock: renewal failed; retrying", "name", k.h.name, "error", err)
 			next = clock.Now().Add(retry)
 		default:
@@ -263,8 +273,8 @@ func (k *Lock) lose(cause error) {
 	k.err = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, k.h.name, cause)
 	err := k.err
 	k.mu.Unlock()
-	k.l.metrics.Lost(context.Background(), lostCause(cause))
-	k.l.metrics.Held(context.Background(), clock.Now().Sub(k.acquired), true)
+	k.metrics.Lost(context.Background(), lostCause(cause))
+	k.metrics.Held(context.Background(), clock.Now().Sub(k.acquired), true)
 	// A lost lock is renewed no more: its lease must be left to lapse (a
 	// renewal would keep the row from everyone until the process ends).
 	k.stopRenew()
@@ -290,7 +300,7 @@ func (k *Lock) Release(ctx context.Context) error {
 		return dblock.ErrNotHeld
 	}
 	k.released = true
-	lost := k.err
+	lost, givenBack := k.err, k.givenBack
 	k.mu.Unlock()
 
 	// The renewal loop is stopped but not waited for until the release is
@@ -318,8 +328,8 @@ func (k *Lock) Release(ctx context.Context) error {
 	// After the release statement: until it has run, the marker must stay
 	// (a contender that saw it gone could cut the lease short).
 	k.l.sess.unregister(k)
-	if lost == nil {
-		k.l.metrics.Held(context.WithoutCancel(ctx), clock.Now().Sub(k.acquired), false)
+	if lost == nil && !givenBack {
+		k.metrics.Held(context.WithoutCancel(ctx), clock.Now().Sub(k.acquired), false)
 	}
 	k.mu.Lock()
 	if k.err == nil {

@@ -3,6 +3,7 @@ package rowlock
 import (
 	"database/sql"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -25,6 +26,12 @@ type Locker struct {
 	metrics *metrics.Instruments
 	queue   *queue.Queue
 	closed  atomic.Bool
+	// orphans counts the drops of holds that cut-short acquisitions may
+	// have left (dropOrphan); Close waits for them, and later ones run in
+	// their callers (orphansDone).
+	orphans     sync.WaitGroup
+	orphanMu    sync.Mutex
+	orphansDone bool
 }
 
 var _ dblock.Locker = (*Locker)(nil)
@@ -48,7 +55,8 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
-	l := &Locker{db: db, cfg: cfg, queue: q, store: newStore(db, cfg.dialect), metrics: meters}
+	l := &Locker{db: db, cfg: cfg, queue: q, metrics: meters}
+	l.store = newStore(db, cfg.dialect, func() { l.sess.ring() })
 	sessionDB := cfg.sessionDB
 	if sessionDB == nil {
 		sessionDB = db
@@ -58,6 +66,8 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		pool:    db,
 		isPg:    cfg.dialect == dblock.Postgres,
 		listen:  l.store.notifies() && cfg.listen,
+		bells:   cfg.dialect == dblock.MySQL && cfg.wakesWaiters(),
+		rings:   make(chan struct{}, 1),
 		markers: cfg.crashGrace > 0,
 		grace:   cfg.crashGrace,
 		idle:    cfg.listenerIdle,
@@ -75,12 +85,16 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	return l, nil
 }
 
-// newStore returns the store of dialect d, which is valid.
-func newStore(db *sql.DB, d dblock.Dialect) store {
-	if d == dblock.Postgres {
+// newStore returns the store of dialect d, which is valid; ring rings the
+// Locker's doorbell (MySQL).
+func newStore(db *sql.DB, d dblock.Dialect, ring func()) store {
+	switch d {
+	case dblock.Postgres:
 		return postgresStore{db: pgxrow.Wrap(db), process: lockinput.ProcessHost()}
+	case dblock.SQLite:
+		return newSQLiteStore(db)
 	}
-	return mysqlStore{db: db, hot: stmtcache.New(db)}
+	return mysqlStore{db: db, hot: stmtcache.New(db), process: lockinput.ProcessHost(), ring: ring}
 }
 
 // Dialect is the SQL dialect the Locker speaks.
@@ -91,7 +105,9 @@ func (l *Locker) Dialect() dblock.Dialect { return l.cfg.dialect }
 // held stay held (and renewed) until released. Acquire calls in flight keep waiting, polling;
 // their places in the fair queue are no longer kept alive and lapse after
 // the waiter TTL, unless they leave the queue first (by getting the lock or
-// giving up), which deletes them. Close never closes the *sql.DB.
+// giving up), which deletes them. Close waits for the drops, running in
+// the background, of holds that acquisitions cut short by their context
+// may have left (each at most 10 s). Close never closes the *sql.DB.
 func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
@@ -100,6 +116,10 @@ func (l *Locker) Close() error {
 	l.sess.clearWakeup()
 	l.watch.close()
 	l.queue.Close()
+	l.orphanMu.Lock()
+	l.orphansDone = true
+	l.orphanMu.Unlock()
+	l.orphans.Wait()
 	l.store.close()
 	return nil
 }

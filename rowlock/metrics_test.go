@@ -30,7 +30,9 @@ func TestMetrics(t *testing.T) {
 			l := newLocker(t, tg.DB, rowlock.WithMeterProvider(read.Provider), quiet)
 			other := newLocker(t, tg.DB, quiet)
 			mine, theirs := testdb.Name(t), testdb.Name(t)
+			// Locker.Acquire's locks are mutexes.
 			kind := metrics.KeyKind.String("rowlock")
+			mutex := metrics.KeyType.String(string(metrics.TypeMutex))
 
 			kept, err := other.TryAcquire(ctx, theirs)
 			if err != nil {
@@ -56,12 +58,9 @@ func TestMetrics(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			// A PostgreSQL waiter is woken by NOTIFY once its Locker's
-			// session listens; a MySQL one polls.
-			wantMode, otherMode := metrics.WakeupPolling, metrics.WakeupNotified
-			if tg.Dialect == dblock.Postgres {
-				wantMode, otherMode = otherMode, wantMode
-			}
+			// A waiter is woken by the database once its Locker's session
+			// runs: NOTIFY on PostgreSQL, the doorbell on MySQL.
+			wantMode, otherMode := metrics.WakeupNotified, metrics.WakeupPolling
 			snap := read.Collect(t)
 			if n, _ := snap.Int(metrics.NameWakeup, kind, metrics.KeyWakeup.String(string(wantMode))); n != 1 {
 				t.Errorf("Lockers woken by %s = %d, want 1", wantMode, n)
@@ -95,38 +94,20 @@ func TestMetrics(t *testing.T) {
 			release(t, k)
 
 			snap = read.Collect(t)
-			for _, c := range []struct {
-				name  string
-				attrs []attribute.KeyValue
-				want  int64
-			}{
-				{metrics.NameAcquisitions, []attribute.KeyValue{kind, metrics.KeyMode.String("try"), metrics.KeyResult.String("not_acquired")}, 1},
-				{metrics.NameAcquisitions, []attribute.KeyValue{kind, metrics.KeyMode.String("wait"), metrics.KeyResult.String("not_acquired")}, 1},
-				{metrics.NameAcquisitions, []attribute.KeyValue{kind, metrics.KeyMode.String("try"), metrics.KeyResult.String("acquired")}, 2},
-				{metrics.NameAcquisitions, []attribute.KeyValue{kind, metrics.KeyResult.String("error")}, 0},
-				{metrics.NameLost, []attribute.KeyValue{kind, metrics.KeyCause.String("session_ended")}, 1},
-				{metrics.NameWaiters, []attribute.KeyValue{kind}, 0},
-			} {
-				if got, _ := snap.Int(c.name, c.attrs...); got != c.want {
-					t.Errorf("%s%v = %d, want %d", c.name, c.attrs, got, c.want)
-				}
-			}
-			for _, c := range []struct {
-				name  string
-				attrs []attribute.KeyValue
-				want  uint64
-			}{
-				{metrics.NameWaitDuration, []attribute.KeyValue{kind}, 4},
-				{metrics.NameHoldDuration, []attribute.KeyValue{kind, metrics.KeyEnd.String("lost")}, 1},
-				{metrics.NameHoldDuration, []attribute.KeyValue{kind, metrics.KeyEnd.String("released")}, 1},
-			} {
-				if got := snap.Count(c.name, c.attrs...); got != c.want {
-					t.Errorf("%s%v recorded %d values, want %d", c.name, c.attrs, got, c.want)
-				}
-			}
+			snap.Expect(t, []metricstest.Want{
+				{Name: metrics.NameAcquisitions, Attrs: []attribute.KeyValue{kind, metrics.KeyMode.String("try"), metrics.KeyResult.String("not_acquired")}, Value: 1},
+				{Name: metrics.NameAcquisitions, Attrs: []attribute.KeyValue{kind, metrics.KeyMode.String("wait"), metrics.KeyResult.String("not_acquired")}, Value: 1},
+				{Name: metrics.NameAcquisitions, Attrs: []attribute.KeyValue{kind, mutex, metrics.KeyMode.String("try"), metrics.KeyResult.String("acquired")}, Value: 2},
+				{Name: metrics.NameAcquisitions, Attrs: []attribute.KeyValue{kind, metrics.KeyResult.String("error")}, Value: 0},
+				{Name: metrics.NameLost, Attrs: []attribute.KeyValue{kind, mutex, metrics.KeyCause.String("session_ended")}, Value: 1},
+				{Name: metrics.NameWaiters, Attrs: []attribute.KeyValue{kind}, Value: 0},
+				{Name: metrics.NameWaitDuration, Attrs: []attribute.KeyValue{kind}, Value: 4},
+				{Name: metrics.NameHoldDuration, Attrs: []attribute.KeyValue{kind, metrics.KeyEnd.String("lost")}, Value: 1},
+				{Name: metrics.NameHoldDuration, Attrs: []attribute.KeyValue{kind, mutex, metrics.KeyEnd.String("released")}, Value: 1},
+			})
 			for key := range snap.Keys() {
 				switch key {
-				case metrics.KeyKind, metrics.KeyMode, metrics.KeyResult, metrics.KeyEnd, metrics.KeyCause, metrics.KeyFair, metrics.KeyWakeup:
+				case metrics.KeyKind, metrics.KeyType, metrics.KeyMode, metrics.KeyResult, metrics.KeyEnd, metrics.KeyCause, metrics.KeyFair, metrics.KeyWakeup:
 				default:
 					t.Errorf("attribute %q recorded: only bounded ones may be", key)
 				}
@@ -136,7 +117,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestNilMeterProvider(t *testing.T) {
-	if _, err := rowlock.New(testdb.Targets(t)[0].DB, rowlock.WithMeterProvider(nil)); !errors.Is(err, dblock.ErrInvalidOption) {
+	if _, err := rowlock.New(testdb.AllTargets(t)[0].DB, rowlock.WithMeterProvider(nil)); !errors.Is(err, dblock.ErrInvalidOption) {
 		t.Errorf("rowlock.New with a nil MeterProvider: %v, want ErrInvalidOption", err)
 	}
 }

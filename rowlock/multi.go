@@ -10,8 +10,10 @@ import (
 	"sync"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // AcquireAll takes every one of names for one owner, or none: it waits
@@ -51,11 +53,11 @@ func (l *Locker) TryAcquireAll(ctx context.Context, names []string, opts ...dblo
 	return l.acquireAll(ctx, names, opts, false)
 }
 
-func (l *Locker) acquireAll(ctx context.Context, names []string, opts []dblock.Option, wait bool) (*MultiLock, error) {
+func (l *Locker) acquireAll(ctx context.Context, names []string, opts []dblock.Option, wait bool) (_ *MultiLock, err error) {
 	// Options are checked once, before anything is taken: a bad option
 	// must not fail half-way through the names.
 	var set []string
-	_, err := l.checkKindCall(ctx, opts, func() (err error) {
+	_, err = l.checkKindCall(ctx, opts, func() (err error) {
 		set, err = canonicalNames(names)
 		return err
 	})
@@ -66,6 +68,9 @@ func (l *Locker) acquireAll(ctx context.Context, names []string, opts []dblock.O
 	if err != nil {
 		return nil, err
 	}
+	in := l.metrics.As(metrics.TypeMulti)
+	started := clock.Now()
+	defer func() { recordKind(ctx, in, wait, err, started) }()
 	// What an owner from ctx holds already is re-entered, and must not be
 	// dropped if a try's outcome is unknown (see takeRow).
 	preheld := map[string]bool{}
@@ -76,7 +81,7 @@ func (l *Locker) acquireAll(ctx context.Context, names []string, opts []dblock.O
 	}
 	taken := make([]*Lock, 0, len(set))
 	for _, name := range set {
-		k, err := l.takeRow(ctx, name, opts, wait, owner, preheld[name])
+		k, err := l.takeRow(ctx, name, opts, wait, owner, preheld[name], in)
 		if err != nil {
 			l.giveBack(ctx, taken)
 			if !wait && errors.Is(err, dblock.ErrNotAcquired) {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
@@ -18,6 +20,11 @@ type mysqlStore struct {
 	db *sql.DB
 	// hot runs the statements of every acquire and release prepared.
 	hot *stmtcache.Cache
+	// process tells this process's requests for a ring from others'.
+	process string
+	// ring asks the Locker's session to ring its doorbell (bell.go): a
+	// release found that a waiter in another process asked for it.
+	ring func()
 }
 
 // waitersByName makes the waiter subqueries use the (name, id) index.
@@ -42,8 +49,11 @@ const (
 	// (token is assigned first, so it reads the new value); a re-entry keeps
 	// the row's marker only if it is the caller's own (see pgTake).
 	//
+	// A takeover also clears queued when no waiter row other than the
+	// taker's own is left for the name (see myTakeFast).
+	//
 	// Parameters: note, min hold µs, host, owner, session key, session key,
-	// ttl µs, ttl µs, name, name, waiter id, host, owner.
+	// name, waiter id, ttl µs, ttl µs, name, name, waiter id, host, owner.
 	myTake = `
 UPDATE ` + locksTable + ` SET
     token = LAST_INSERT_ID(IF(expires_at <= UTC_TIMESTAMP(6), token + 1, token)),
@@ -55,6 +65,8 @@ UPDATE ` + locksTable + ` SET
     owner_id = ?,
     session_token = IF(expires_at <= UTC_TIMESTAMP(6), token, session_token),
     session_key = IF(expires_at <= UTC_TIMESTAMP(6) OR session_key = ?, ?, 0),
+    queued = IF(expires_at <= UTC_TIMESTAMP(6), EXISTS (
+            SELECT 1 FROM ` + waitersTable + ` w` + waitersByName + ` WHERE w.name = ? AND w.id <> ?), queued),
     expires_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
         GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND))
 WHERE name = ?
@@ -62,6 +74,31 @@ WHERE name = ?
             SELECT 1 FROM ` + waitersTable + ` w` + waitersByName + `
             WHERE w.name = ? AND w.id < ? AND w.expires_at > UTC_TIMESTAMP(6)))
        OR (hold_count > 0 AND expires_at > UTC_TIMESTAMP(6) AND owner_host = ? AND owner_id = ?))`
+
+	// myTakeFast is myTake's takeover for an unqueued contender, with
+	// neither the fair queue's subquery, which MariaDB plans on every
+	// execution whether or not it runs (a tenth of an uncontended acquire
+	// and release), nor the re-entry branch. It takes the row only when
+	// queued is false, which proves that no fair waiter row exists for the
+	// name: a fair waiter sets queued, holding the row's lock, before it
+	// inserts its row, in one transaction (internal/queue); queued is
+	// cleared only by myTake, holding the row's lock, when it finds no
+	// waiter row but the taker's; and a row is created queued. Anything
+	// else (re-entry, a queue, a held or fresh name) falls back to myTake.
+	// Parameters: note, min hold µs, host, owner, session key, ttl µs, name.
+	myTakeFast = `
+UPDATE ` + locksTable + ` SET
+    token = LAST_INSERT_ID(token + 1),
+    note = ?,
+    acquired_at = UTC_TIMESTAMP(6),
+    min_hold_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+    hold_count = 1,
+    owner_host = ?,
+    owner_id = ?,
+    session_token = token,
+    session_key = ?,
+    expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE name = ? AND expires_at <= UTC_TIMESTAMP(6) AND NOT queued`
 
 	// myRemaining is a waiter's holderInfo: the lease left in µs, the
 	// holder's session marker if trusted, and the token. A hold of the
@@ -100,10 +137,17 @@ FROM DUAL
 WHERE NOT EXISTS (SELECT 1 FROM ` + waitersTable + ` w` + waitersByName + `
                   WHERE w.name = ? AND w.id < ? AND w.expires_at > UTC_TIMESTAMP(6))`
 
-	// expires_at is assigned before hold_count so it reads the old count.
+	// expires_at and wanted are assigned before hold_count so they read
+	// the old count. The last release hands back, as LAST_INSERT_ID, 1
+	// when a waiter of another process than this one asked for a ring
+	// (myArm), and clears wanted; any other release hands back 0 (MySQL
+	// reports the argument of LAST_INSERT_ID(expr) as the statement's
+	// insert id, and 0 when the statement evaluated none).
+	// Parameters: process, name, host, owner, token.
 	myRelease = `
 UPDATE ` + locksTable + `
 SET expires_at = IF(hold_count = 1, GREATEST(min_hold_until, UTC_TIMESTAMP(6)), expires_at),
+    wanted = IF(hold_count = 1, LAST_INSERT_ID(wanted AND wanted_by <> ?) AND FALSE, wanted),
     hold_count = hold_count - 1
 WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ? AND hold_count > 0`
 
@@ -143,6 +187,10 @@ LIMIT ?`
 SELECT name, stripe, token FROM ` + locksTable + `
 WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND name IN (%s)
 FOR UPDATE SKIP LOCKED`
+
+	// myFenceUpsert raises stripes' counters (see deleteDoomed).
+	myFenceUpsert = `INSERT INTO ` + fencesTable + ` (stripe, token) VALUES %s
+ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))`
 )
 
 // The listing queries compute durations in the database:
@@ -175,8 +223,19 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 		}
 	}
 	ttl, minHold := micros(a.ttl), micros(a.minHold)
+	if a.waiterID == 0 {
+		res, err := s.hot.ExecContext(ctx, myTakeFast, a.note, minHold, a.host, a.ownerID, a.sessionKey, ttl, a.name)
+		if err != nil {
+			return outcome{}, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			token, idErr := res.LastInsertId()
+			return outcome{acquired: err == nil && idErr == nil, token: token}, errors.Join(err, idErr)
+		}
+	}
 	res, err := s.hot.ExecContext(ctx, myTake,
-		a.note, minHold, a.host, a.ownerID, a.sessionKey, a.sessionKey, ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID)
+		a.note, minHold, a.host, a.ownerID, a.sessionKey, a.sessionKey, a.name, a.queueID(),
+		ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -236,7 +295,22 @@ func (s mysqlStore) insert(ctx context.Context, a attempt) (out outcome, err err
 }
 
 func (s mysqlStore) release(ctx context.Context, h holder) (bool, error) {
-	return execOne(ctx, s.hot, myRelease, h.name, h.host, h.ownerID, h.token)
+	res, err := s.hot.ExecContext(ctx, myRelease, s.process, h.name, h.host, h.ownerID, h.token)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return false, err
+	}
+	if wanted, err := res.LastInsertId(); err == nil && wanted == 1 && s.ring != nil {
+		s.ring()
+	}
+	return true, nil
+}
+
+func (s mysqlStore) dropHolds(ctx context.Context, name string, o dblock.Owner) error {
+	return dropHoldsLocked(ctx, pgxrow.Wrap(s.db), `SELECT 1 FROM `+locksTable+` WHERE name = ? FOR UPDATE`, myDropHolds, name, o)
 }
 
 // renew runs in a transaction although it is one statement: when ctx ends
@@ -271,33 +345,44 @@ func (s mysqlStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (bool, 
 // lapsed, deletes them in one transaction: lock them, raise the stripe
 // counters to their tokens, delete them.
 func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int, after string) (b sweepBatch, err error) {
-	rows, err := s.db.QueryContext(ctx, mySweepScan, micros(grace), after, limit)
+	b, lapsed, err := scanSweep(s.db.QueryContext(ctx, mySweepScan, micros(grace), after, limit))
 	if err != nil {
 		return b, err
-	}
-	var lapsed []any
-	for rows.Next() {
-		var name string
-		var isLapsed bool
-		if err := rows.Scan(&name, &isLapsed); err != nil {
-			_ = rows.Close()
-			return sweepBatch{}, err
-		}
-		b.scanned++
-		b.last = name
-		if isLapsed {
-			lapsed = append(lapsed, name)
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return sweepBatch{}, err
 	}
 	if len(lapsed) > 0 {
 		if b.deleted, err = s.deleteLapsed(ctx, grace, lapsed); err != nil {
 			return sweepBatch{}, err
 		}
 	}
+	if b.scanned < limit {
+		// The end of a whole sweep: the doorbells' records too.
+		return b, s.deleteDeadSessions(ctx)
+	}
 	return b, nil
+}
+
+// deleteDeadSessions deletes the doorbell records (bell.go) of sessions
+// that ended without deleting theirs: their marker is free. Keys are
+// never reused, so a session found dead stays dead.
+func (s mysqlStore) deleteDeadSessions(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, mySessionsDead, maxDeadSessions)
+	if err != nil {
+		return err
+	}
+	var dead []any
+	for rows.Next() {
+		var key int64
+		if err := rows.Scan(&key); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		dead = append(dead, key)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil || len(dead) == 0 {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `DELETE FROM dblock_sessions WHERE session_key IN (`+placeholders(len(dead))+`)`, dead...)
+	return err
 }
 
 // deleteLapsed deletes those of names that are still lapsed, raising their
@@ -312,54 +397,16 @@ func (s mysqlStore) deleteLapsed(ctx context.Context, grace time.Duration, names
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	// Placeholders only: names are never spliced into the SQL.
 	lockSQL := fmt.Sprintf(mySweepLock, placeholders(len(names)))
-	rows, err := tx.QueryContext(ctx, lockSQL, append([]any{micros(grace)}, names...)...)
-	if err != nil {
+	if n, err = deleteDoomed(ctx, tx, lockSQL, append([]any{micros(grace)}, names...), myFenceUpsert); err != nil {
 		return 0, err
 	}
-	var doomed []any
-	floors := map[int64]int64{}
-	for rows.Next() {
-		var name string
-		var stripe, token int64
-		if err := rows.Scan(&name, &stripe, &token); err != nil {
-			_ = rows.Close()
-			return 0, err
-		}
-		doomed = append(doomed, name)
-		floors[stripe] = max(floors[stripe], token)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, err
-	}
-	if len(doomed) == 0 {
-		return 0, tx.Commit()
-	}
-	fenceArgs := make([]any, 0, 2*len(floors))
-	for stripe, token := range floors {
-		fenceArgs = append(fenceArgs, stripe, token)
-	}
-	fenceSQL := `INSERT INTO ` + fencesTable + ` (stripe, token) VALUES ` +
-		strings.TrimSuffix(strings.Repeat("(?, ?), ", len(floors)), ", ") +
-		` ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))`
-	if _, err := tx.ExecContext(ctx, fenceSQL, fenceArgs...); err != nil {
-		return 0, err
-	}
-	deleteSQL := `DELETE FROM ` + locksTable + ` WHERE name IN (` + placeholders(len(doomed)) + `)`
-	if _, err := tx.ExecContext(ctx, deleteSQL, doomed...); err != nil {
-		return 0, err
-	}
-	return len(doomed), tx.Commit()
+	return n, tx.Commit()
 }
 
 // placeholders returns n comma-separated question marks.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-func (mysqlStore) wantWake(context.Context, string) (bool, holderInfo, error) {
-	return false, holderInfo{}, nil
 }
 
 func (s mysqlStore) shorten(ctx context.Context, name string, token, key int64, grace time.Duration) (bool, error) {

@@ -59,7 +59,7 @@ func TestReleaseNotifiesOnlyOtherProcesses(t *testing.T) {
 						// What a waiter of that process does before it
 						// sleeps.
 						asker := postgresStore{db: pgxrow.Wrap(tg.DB), process: process}
-						if armed, _, err := asker.wantWake(ctx, name); err != nil || !armed {
+						if armed, _, err := asker.wantWake(ctx, name, holderInfo{}); err != nil || !armed {
 							t.Fatalf("wantWake as %s = %v, %v", process, armed, err)
 						}
 					}

@@ -20,12 +20,12 @@ const (
 	// tries; it doubles up to the maximum after each failed try.
 	DefaultMinPollInterval = 5 * time.Millisecond
 	// DefaultMaxPollInterval caps the pause between tries of a waiter that
-	// is notified of releases (PostgreSQL with LISTEN): it polls only for
-	// leases that lapse without a release.
+	// is notified of releases (PostgreSQL with LISTEN, MySQL with the
+	// doorbell): it polls only for leases that lapse without a release.
 	DefaultMaxPollInterval = time.Second
 	// DefaultMaxPollIntervalPolling caps the pause of a waiter that must
-	// poll for releases (MySQL, LISTEN off, or no listening connection:
-	// see WithListen): a handoff to another
+	// poll for releases (WithListen off, no session connection, or a
+	// holder whose session does not ring): a handoff to another
 	// process takes about half of it. Only the first waiter of a name in
 	// each Locker polls, with one primary-key read while the lease has time
 	// left, so this costs about 100 cheap reads a second per waiting
@@ -89,7 +89,8 @@ func (l *Locker) MeterProvider() metric.MeterProvider { return l.cfg.meters }
 
 // WithPollInterval sets the range of pauses between a waiter's tries.
 // Default DefaultMinPollInterval to DefaultMaxPollInterval when releases are
-// notified (PostgreSQL with LISTEN), DefaultMaxPollIntervalPolling otherwise.
+// notified (PostgreSQL with LISTEN, MySQL with the doorbell: see
+// WithListen), DefaultMaxPollIntervalPolling otherwise.
 func WithPollInterval(minimum, maximum time.Duration) Option {
 	return func(c *config) { c.minPoll, c.maxPoll = minimum, maximum }
 }
@@ -133,7 +134,8 @@ func WithSessionDB(db *sql.DB) Option { return func(c *config) { c.sessionDB = d
 // passed over the same way. Shorter is faster recovery, and more
 // heartbeats, and more locks declared lost when the session connection
 // hiccups; 0 turns markers off, and the lease alone decides. Default
-// DefaultCrashGrace; at least 100 ms.
+// DefaultCrashGrace; at least 100 ms. On SQLite, which has no sessions, it
+// is always 0.
 func WithCrashGrace(d time.Duration) Option { return func(c *config) { c.crashGrace = d } }
 
 // DefaultWaiterTTL is how long a fair waiter stays queued without a
@@ -187,6 +189,9 @@ func newConfig(db *sql.DB, opts []Option) (config, error) {
 		return config{}, fmt.Errorf("rowlock: %w", err)
 	}
 	cfg.dialect = d
+	if d == dblock.SQLite {
+		cfg.crashGrace = 0 // no sessions to mark: leases alone (see the package doc)
+	}
 	cfg.setPollCaps()
 	if err := cfg.validate(); err != nil {
 		return config{}, err
@@ -204,12 +209,19 @@ func (c *config) setPollCaps() {
 	// Waiters notified of releases poll only for lapsed leases; the
 	// others poll for releases too, and a handoff waits half a pause.
 	c.maxPoll = DefaultMaxPollInterval
-	if c.dialect != dblock.Postgres || !c.listen {
+	if !c.wakesWaiters() {
 		c.maxPoll = DefaultMaxPollIntervalPolling
 	}
 	// Waiters of a Locker that listens poll for releases too while
 	// it cannot (no connection to spare, or the connection was lost).
 	c.maxPollUnnotified = min(c.maxPoll, DefaultMaxPollIntervalPolling)
+}
+
+// wakesWaiters reports whether releases in other processes can wake this
+// Locker's waiters: LISTEN on PostgreSQL, the doorbell on MySQL (which
+// lives on the session connection of crash detection).
+func (c *config) wakesWaiters() bool {
+	return c.listen && (c.dialect == dblock.Postgres || c.crashGrace > 0)
 }
 
 func (c *config) validate() error {

@@ -20,7 +20,7 @@ import (
 // as ns/op metrics and their ratios; the default ns/op is the sum of all
 // three and means nothing on its own.
 func BenchmarkOverhead(b *testing.B) {
-	for _, tg := range testdb.Targets(b) {
+	for _, tg := range testdb.AllTargets(b) {
 		b.Run(tg.Name, func(b *testing.B) {
 			ctx := context.Background()
 			l, err := New(tg.DB)
@@ -96,10 +96,15 @@ func naivePair(db *sql.DB, d dblock.Dialect, name string) func() error {
 	insert := `INSERT INTO dblock_locks (name, stripe, token, owner_host, owner_id, acquired_at, min_hold_until, expires_at)
 VALUES ($1, 0, 1, 'h', 'o', clock_timestamp(), clock_timestamp(), clock_timestamp() + interval '30 seconds')`
 	del := `DELETE FROM dblock_locks WHERE name = $1`
-	if d == dblock.MySQL {
+	switch d {
+	case dblock.MySQL:
 		insert = `INSERT INTO dblock_locks (name, stripe, token, owner_host, owner_id, acquired_at, min_hold_until, expires_at)
 VALUES (?, 0, 1, 'h', 'o', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)`
 		del = `DELETE FROM dblock_locks WHERE name = ?`
+	case dblock.SQLite:
+		insert = `INSERT INTO dblock_locks (name, stripe, token, owner_host, owner_id, acquired_at, min_hold_until, expires_at)
+VALUES (?1, 0, 1, 'h', 'o', ` + sqNow + `, ` + sqNow + `, ` + sqNow + ` + 30000000)`
+		del = `DELETE FROM dblock_locks WHERE name = ?1`
 	}
 	return func() error {
 		if _, err := db.ExecContext(ctx, insert, name); err != nil {

@@ -28,7 +28,7 @@ func TestMySQLWaiterSubqueriesUseNameIndex(t *testing.T) {
 				query string
 				args  []any
 			}{
-				{"take", myTake, []any{a.note, 0, a.host, a.ownerID, 0, 0, ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID}},
+				{"take", myTake, []any{a.note, 0, a.host, a.ownerID, 0, 0, a.name, a.queueID(), ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID}},
 				{"insert", myInsert, []any{a.name, 0, 1, a.host, a.ownerID, a.note, 0, ttl, 0, 1, a.name, a.queueID()}},
 			} {
 				key := explainKey(t, tg.DB, st.query, "w", st.args...)

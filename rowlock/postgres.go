@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
@@ -40,7 +41,7 @@ type postgresStore struct {
 // owner re-enters only while the lease is live: a lapsed row that still
 // counts holds of the owner (an acquisition whose answer was lost, a
 // release that failed) is a takeover like any other, behind the queue
-// (found by the Promela model, model/findings/reentry_after_lapse.pml).
+// (found by the Promela model, model/mutants/reentry_after_lapse.pml).
 //
 // A takeover records the caller's session marker ($8, 0 for none) with the
 // new token; a re-entry keeps the row's marker only if it is the caller's
@@ -148,13 +149,22 @@ const (
 	// NOTIFY serializes committing transactions and, with a session
 	// listening, made the release take twice as long, so a release whose
 	// only waiters are in its own process (woken in memory) does without.
+	//
+	// The release commits without waiting for its WAL to reach disk:
+	// set_config(..., true) turns synchronous_commit off for the
+	// statement's own transaction only, which is committed after the
+	// RETURNING list has run, so it is in effect at the commit and gone
+	// after it (also behind a transaction pooler). See the package doc,
+	// "Releases that do not wait for the disk", for why that is safe; the
+	// statements that take locks and draw tokens never do it.
 	pgRelease = `
 UPDATE ` + locksTable + `
 SET hold_count = hold_count - 1,
     expires_at = CASE WHEN hold_count = 1 THEN GREATEST(min_hold_until, clock_timestamp()) ELSE expires_at END
 WHERE name = $1 AND owner_host = $2 AND owner_id = $3 AND token = $4 AND hold_count > 0
-RETURNING CASE WHEN wanted AND wanted_by <> $5 AND hold_count = 0 AND expires_at <= clock_timestamp()
-               THEN pg_notify('` + releaseChannel + `', name) END`
+RETURNING set_config('synchronous_commit', 'off', true),
+    CASE WHEN wanted AND wanted_by <> $5 AND hold_count = 0 AND expires_at <= clock_timestamp()
+         THEN pg_notify('` + releaseChannel + `', name) END`
 
 	// pgWant asks the holder's release for a NOTIFY, for this process ($2)
 	// or, when another process asked already, for several (''). It succeeds
@@ -280,6 +290,10 @@ func (s postgresStore) queryInt64(ctx context.Context, dst *int64, query string,
 	return conn.QueryRowContext(ctx, query, args...).Scan(dst)
 }
 
+func (s postgresStore) dropHolds(ctx context.Context, name string, o dblock.Owner) error {
+	return dropHoldsLocked(ctx, s.db, `SELECT 1 FROM `+locksTable+` WHERE name = $1 FOR UPDATE`, pgDropHolds, name, o)
+}
+
 func (s postgresStore) renew(ctx context.Context, h holder, ttl time.Duration) (bool, error) {
 	return execOne(ctx, s.db, pgRenew, h.name, h.host, h.ownerID, h.token, micros(ttl))
 }
@@ -294,7 +308,7 @@ func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int
 	return b, err
 }
 
-func (s postgresStore) wantWake(ctx context.Context, name string) (bool, holderInfo, error) {
+func (s postgresStore) wantWake(ctx context.Context, name string, _ holderInfo) (bool, holderInfo, error) {
 	h, err := scanHolder(s.db.QueryRowContext(ctx, pgWant, name, s.process))
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, holderInfo{}, nil
@@ -314,6 +328,11 @@ func (s postgresStore) holder(ctx context.Context, a attempt) (h holderInfo, fou
 
 func (s postgresStore) shorten(ctx context.Context, name string, token, key int64, grace time.Duration) (bool, error) {
 	return execOne(ctx, s.db, pgShorten, name, token, key, micros(grace))
+}
+
+// awaitBell is MySQL's: PostgreSQL wakes waiters with NOTIFY.
+func (postgresStore) awaitBell(context.Context, int64, int64, time.Duration, func(bool)) (bool, error) {
+	return false, errors.New("rowlock: PostgreSQL has no doorbells")
 }
 
 // awaitMarkerGone asks for the marker in shared mode, in a transaction

@@ -15,7 +15,7 @@ import (
 // outer hold's TTL, judged by the database clock.
 func TestShortInnerHoldKeepsOuterLease(t *testing.T) {
 	const outerTTL, innerTTL = time.Minute, time.Second
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			l, stranger := newLocker(t, tg.DB), newLocker(t, tg.DB)

@@ -139,7 +139,7 @@ func (rw *rowWait) pause(ctx context.Context, blockers []blocker) (time.Duration
 // waiting.askWake).
 func (rw *rowWait) askWake(ctx context.Context, name string) (armed bool, h holderInfo, err error) {
 	err = lockkit.RetryContention(ctx, func() (err error) {
-		armed, h, err = rw.l.store.wantWake(ctx, name)
+		armed, h, err = rw.l.store.wantWake(ctx, name, holderInfo{})
 		return err
 	})
 	return armed, h, err

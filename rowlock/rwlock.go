@@ -9,7 +9,9 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
 )
 
 // MaxReaders is how many owners can hold the read lock of one name at
@@ -20,9 +22,9 @@ const MaxReaders = 64
 
 // writerRow is the row of the writer of read/write lock name; readerRow
 // is reader slot i.
-func writerRow(name string) string { return name + kindSeparator + "w" }
+func writerRow(name string) string { return name + KindSeparator + "w" }
 
-func readerRow(name string, i int) string { return name + kindSeparator + "r" + strconv.Itoa(i) }
+func readerRow(name string, i int) string { return name + KindSeparator + "r" + strconv.Itoa(i) }
 
 // RWLocker is one side of the Locker's read/write locks: Readers take
 // shared holds of a name, Writers exclusive ones. A name held by a writer
@@ -32,7 +34,7 @@ func readerRow(name string, i int) string { return name + kindSeparator + "r" + 
 // names are their own namespace: read/write lock "x" is not the lock "x"
 // of Locker.Acquire, nor semaphore "x".
 //
-// Rows: the writer holds one row (the name, kindSeparator, "w") and each
+// Rows: the writer holds one row (the name, KindSeparator, "w") and each
 // reader one of MaxReaders reader rows ("r" and a slot number), each a
 // lock with its own lease, renewal and session marker: a dead reader or
 // writer is passed over within the crash grace or its lease, and the
@@ -82,24 +84,16 @@ func (l *Locker) Writers() *RWLocker { return &RWLocker{l: l, exclusive: true} }
 // for readers), dblock.ErrClosed, dblock.ErrSchemaMissing, or a driver
 // error.
 func (rw *RWLocker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
-	k, err := rw.acquire(ctx, name, opts, true)
-	if err != nil {
-		return nil, err
-	}
-	return k, nil
+	return asLock(rw.acquire(ctx, name, opts, true))
 }
 
 // TryAcquire takes the read or write lock of name if it can at once, and
 // returns dblock.ErrNotAcquired otherwise. Other errors as Acquire.
 func (rw *RWLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
-	k, err := rw.acquire(ctx, name, opts, false)
-	if err != nil {
-		return nil, err
-	}
-	return k, nil
+	return asLock(rw.acquire(ctx, name, opts, false))
 }
 
-func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*RWLock, error) {
+func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (_ *RWLock, err error) {
 	o, err := rw.l.checkKindCall(ctx, opts, func() error {
 		return checkKindName(name, readerRow(name, MaxReaders-1), "read/write lock")
 	})
@@ -118,7 +112,14 @@ func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Opti
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(dblock.ErrNotAcquired, err)
 	}
-	t := &rwTry{l: rw.l, name: name, opts: opts, owner: owner, carried: carried, w: writerRow(name)}
+	typ := metrics.TypeRead
+	if rw.exclusive {
+		typ = metrics.TypeWrite
+	}
+	in := rw.l.metrics.As(typ)
+	started := clock.Now()
+	defer func() { recordKind(ctx, in, wait, err, started) }()
+	t := &rwTry{l: rw.l, name: name, opts: opts, owner: owner, carried: carried, w: writerRow(name), metrics: in}
 	if hasToken {
 		t.readToken = &readToken
 	}
@@ -127,7 +128,12 @@ func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Opti
 		t.readers[i] = readerRow(name, i)
 	}
 	t.all = append([]string{t.w}, t.readers...)
-	defer t.endWait()
+	defer func() {
+		t.endWait()
+		if t.waited {
+			in.Waiting(context.WithoutCancel(ctx), false, -1)
+		}
+	}()
 	if rw.exclusive {
 		return t.write(ctx, wait)
 	}
@@ -154,6 +160,10 @@ type rwTry struct {
 	// waiting is the current wait, on the rows of waitingOn.
 	waiting   *rowWait
 	waitingOn string
+	// metrics records the holds (type read or write), and the wait.
+	metrics *metrics.Instruments
+	// waited: the acquisition has counted itself among the waiters.
+	waited bool
 }
 
 // wait waits on the rows names (named what, for telling waits apart)
@@ -164,6 +174,10 @@ func (t *rwTry) wait(ctx context.Context, what string, names []string, blockers 
 		// Registered after the look that found the blockers: the next
 		// look, at once, sees a release in between.
 		t.waiting, t.waitingOn = t.l.startRowWait(names), what
+		if !t.waited {
+			t.waited = true
+			t.metrics.Waiting(context.WithoutCancel(ctx), false, 1)
+		}
 		return nil
 	}
 	return t.waiting.wait(ctx, blockers)
@@ -291,7 +305,7 @@ func (t *rwTry) write(ctx context.Context, wait bool) (*RWLock, error) {
 	if t.carried && t.readsItself(rows) {
 		return nil, t.upgradeError()
 	}
-	k, err := t.l.takeRow(ctx, t.w, t.opts, wait, t.owner, rows[t.w].heldBy(t.owner))
+	k, err := t.l.takeRow(ctx, t.w, t.opts, wait, t.owner, rows[t.w].heldBy(t.owner), t.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +360,7 @@ func (t *rwTry) upgradeError() error {
 
 // take tries the row name once; nil and no error when someone else has it.
 func (t *rwTry) take(ctx context.Context, name string, ownerHeld bool) (*Lock, error) {
-	k, err := t.l.takeRow(ctx, name, t.opts, false, t.owner, ownerHeld)
+	k, err := t.l.takeRow(ctx, name, t.opts, false, t.owner, ownerHeld, t.metrics)
 	switch {
 	case err == nil:
 		return k, nil

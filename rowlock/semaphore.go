@@ -9,21 +9,24 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
+	"github.com/sqllock/sqllock/internal/metrics"
+	"github.com/sqllock/sqllock/internal/queue"
 )
 
 // MaxSemaphoreLimit is the largest limit of a Semaphore.
 const MaxSemaphoreLimit = 1000
 
-// kindSeparator joins a name to the suffix of the rows a lock kind derives
+// KindSeparator joins a name to the suffix of the rows a lock kind derives
 // from it: U+241F SYMBOL FOR UNIT SEPARATOR, printable, so the rows read
 // well in listings (sqllock status), and unlikely in names. Do not give
 // plain locks names that contain it.
-const kindSeparator = "␟"
+const KindSeparator = "␟"
 
 // slotName is the row of permit slot i of semaphore name.
-func slotName(name string, i int) string { return name + kindSeparator + "s" + strconv.Itoa(i) }
+func slotName(name string, i int) string { return name + KindSeparator + "s" + strconv.Itoa(i) }
 
 // Semaphore hands out, for each name, at most Limit permits at a time:
 // counting semaphores across processes, each permit a lock of its own.
@@ -33,7 +36,7 @@ func slotName(name string, i int) string { return name + kindSeparator + "s" + s
 // keep.
 //
 // Each permit is one of Limit rows of the lock table (slots, named after
-// the semaphore's name, kindSeparator, "s" and the slot number), with its
+// the semaphore's name, KindSeparator, "s" and the slot number), with its
 // own lease, renewal, fencing token and session marker, exactly as a lock
 // of Locker.Acquire: a holder that dies gives its permit back within the
 // crash grace or its lease, and the reaper deletes lapsed slot rows. The
@@ -50,8 +53,15 @@ func slotName(name string, i int) string { return name + kindSeparator + "s" + s
 // Waiting: a waiter looks at every slot of the name with one statement,
 // tries the free ones, and otherwise sleeps until a slot is released (in
 // this process, or announced by NOTIFY on PostgreSQL), its holder's
-// session ends, or the next poll, as Acquire's waiters do. Semaphores do
-// not queue fairly: dblock.Fair is dblock.ErrInvalidOption.
+// session ends, or the next poll, as Acquire's waiters do.
+//
+// With dblock.Fair, permits go in arrival order: a waiter that finds no
+// permit it may take joins a line of its own for the name (the fair
+// queue, package queue, under the name, KindSeparator and "q"), and takes
+// a free slot only while fewer waiters are ahead of it than slots are
+// free; a TryAcquire with Fair does the same without joining. Acquirers
+// without Fair do not look at the line: give every acquirer of a name
+// Fair if its permits must go in order.
 type Semaphore struct {
 	l     *Locker
 	limit int
@@ -63,9 +73,8 @@ var _ dblock.Locker = (*Semaphore)(nil)
 // MaxSemaphoreLimit) of the Locker's database. Errors:
 // dblock.ErrInvalidOption for a limit out of range.
 func (l *Locker) Semaphore(limit int) (*Semaphore, error) {
-	if limit < 1 || limit > MaxSemaphoreLimit {
-		return nil, fmt.Errorf("rowlock: %w", &dblock.OptionError{
-			Option: "limit", Reason: fmt.Sprintf("must be 1 to %d, got %d", MaxSemaphoreLimit, limit)})
+	if err := lockinput.CheckLimit(limit, MaxSemaphoreLimit); err != nil {
+		return nil, fmt.Errorf("rowlock: %w", err)
 	}
 	return &Semaphore{l: l, limit: limit}, nil
 }
@@ -80,33 +89,22 @@ func (s *Semaphore) Limit() int { return s.limit }
 // from, too), dblock.ErrInvalidOption, dblock.ErrClosed,
 // dblock.ErrSchemaMissing (migration 3 has not run), or a driver error.
 func (s *Semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
-	p, err := s.acquire(ctx, name, opts, true)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return asLock(s.acquire(ctx, name, opts, true))
 }
 
 // TryAcquire takes a permit of name if one is free (or the owner in ctx
 // holds one), and returns dblock.ErrNotAcquired at once otherwise. Other
 // errors as Acquire.
 func (s *Semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
-	p, err := s.acquire(ctx, name, opts, false)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return asLock(s.acquire(ctx, name, opts, false))
 }
 
-func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*Permit, error) {
+func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (_ *Permit, err error) {
 	o, err := s.l.checkKindCall(ctx, opts, func() error {
 		return checkKindName(name, slotName(name, s.limit-1), "semaphore")
 	})
 	if err != nil {
 		return nil, err
-	}
-	if o.Fair {
-		return nil, &dblock.OptionError{Option: "Fair", Reason: "semaphores do not queue fairly"}
 	}
 	ctx, owner, carried, err := withOneOwner(ctx)
 	if err != nil {
@@ -115,13 +113,20 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(dblock.ErrNotAcquired, err)
 	}
-	t := semTry{s: s, name: name, opts: opts, owner: owner, carried: carried}
+	in := s.l.metrics.As(metrics.TypeSemaphore)
+	started := clock.Now()
+	defer func() { recordKind(ctx, in, wait, err, started) }()
+	t := semTry{s: s, name: name, opts: opts, owner: owner, carried: carried, metrics: in, fair: o.Fair}
 	t.slots = t.slotsOf(s.limit)
 	var rw *rowWait
 	defer func() {
 		if rw != nil {
 			rw.end()
+			if !t.fair { // the queue counts fair waiters
+				in.Waiting(context.WithoutCancel(ctx), false, -1)
+			}
 		}
+		t.leaveQueue(ctx)
 	}()
 	for {
 		p, blockers, err := t.once(ctx)
@@ -131,10 +136,21 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 		if !wait {
 			return nil, dblock.ErrNotAcquired
 		}
+		if t.fair && t.ticket == nil {
+			// In line from now on; the next look, at once, counts the
+			// waiters ahead.
+			if err := t.joinQueue(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if rw == nil {
 			// Registered after the first look: a release in between is
 			// seen by the next look, which comes at once.
 			rw = s.l.startRowWait(t.slots)
+			if !t.fair {
+				in.Waiting(context.WithoutCancel(ctx), false, 1)
+			}
 			continue
 		}
 		if err := rw.wait(ctx, blockers); err != nil {
@@ -167,6 +183,12 @@ type semTry struct {
 	// checked is set once the recorded limit has been compared after a
 	// look that found every slot held.
 	checked bool
+	// metrics records the permits' holds.
+	metrics *metrics.Instruments
+	// fair: permits go in arrival order (semaphore_fair.go); ticket is the
+	// waiter's place in line, once it has one.
+	fair   bool
+	ticket *queue.Ticket
 }
 
 // once looks at the slots and tries to take one: the owner's own, or a
@@ -188,6 +210,16 @@ func (t *semTry) once(ctx context.Context) (*Permit, []blocker, error) {
 			}
 		case !exists || !r.live:
 			free = append(free, i)
+		}
+	}
+	if t.fair && len(free) > 0 {
+		// The waiters ahead in line have the first claim on free slots.
+		ahead, err := t.ahead(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ahead >= len(free) {
+			free = nil
 		}
 	}
 	// In random order, so that contenders spread over the free slots.
@@ -217,7 +249,7 @@ func (t *semTry) once(ctx context.Context) (*Permit, []blocker, error) {
 // take tries slot i; nil and no error when someone else has it.
 func (t *semTry) take(ctx context.Context, i int, ownerHeld bool) (*Permit, error) {
 	l := t.s.l
-	k, err := l.takeRow(ctx, t.slots[i], t.opts, false, t.owner, ownerHeld)
+	k, err := l.takeRow(ctx, t.slots[i], t.opts, false, t.owner, ownerHeld, t.metrics)
 	switch {
 	case err == nil:
 	case errors.Is(err, dblock.ErrNotAcquired) && ctx.Err() == nil:

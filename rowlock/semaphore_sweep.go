@@ -41,6 +41,9 @@ func (l *Locker) SweepSemaphores(ctx context.Context, grace time.Duration, limit
 	case len(after) > dblock.MaxNameLength:
 		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", &dblock.OptionError{Option: "after", Reason: fmt.Sprintf("longer than %d bytes: not a position a sweep returned", dblock.MaxNameLength)})
 	}
+	if l.cfg.dialect == dblock.SQLite {
+		return 0, "", nil // no semaphores there: errKindsOnSQLite
+	}
 	q := l.kinds().limitSQL()
 	var names []string
 	err = lockkit.RetryContentionUntilDone(ctx, func() (err error) {

@@ -27,7 +27,9 @@ import (
 //     Locker takes record (session_key), so that others can tell that this
 //     Locker's session has ended (see the package doc, Crash detection);
 //   - on PostgreSQL with pgx, LISTEN for release announcements, which wake
-//     the Locker's waiters.
+//     the Locker's waiters;
+//   - on MySQL, the doorbell that wakes other processes' waiters when this
+//     Locker releases a lock they wait for (bell.go).
 //
 // Each connection is one incarnation with its own key; keys are never
 // reused, so a marker that has gone never comes back.
@@ -35,6 +37,8 @@ type session struct {
 	db      *sql.DB
 	isPg    bool
 	listen  bool          // LISTEN wanted (PostgreSQL, WithListen)
+	bells   bool          // a doorbell wanted (MySQL, with markers; bell.go)
+	rings   chan struct{} // ring requests (bell.go)
 	noPgx   bool          // the driver turned out not to be pgx; only run's goroutine touches it
 	markers bool          // session markers wanted (WithCrashGrace > 0)
 	grace   time.Duration // G: the crash grace
@@ -390,8 +394,8 @@ func (s *session) run(ctx context.Context, inc *incarnation) {
 type sessionConn interface {
 	// query runs a one-row query.
 	query(ctx context.Context, query string, args []any, dest ...any) error
-	// exec runs a statement without arguments.
-	exec(ctx context.Context, stmt string) error
+	// exec runs a statement that returns no rows.
+	exec(ctx context.Context, stmt string, args ...any) error
 	// wait blocks until a notification arrives or ctx ends.
 	wait(ctx context.Context) (*pgconnNotification, error)
 	// notifies reports whether wait can return notifications.
@@ -433,7 +437,14 @@ func (s *session) serve(ctx context.Context, inc *incarnation) error {
 		s.noPgx = true // for good: markers go on without LISTEN
 		s.warnOnce("rowlock: LISTEN needs the pgx driver; waiters poll")
 	}
-	err = s.loop(ctx, inc, sqlConn{conn})
+	sc := sqlConn{c: conn, rings: s.rings}
+	if !s.isPg {
+		// A PostgreSQL session connection may be behind a pooler, where
+		// named prepared statements break; MySQL's is not.
+		sc.stmts = make(map[string]*sql.Stmt)
+		defer sc.close()
+	}
+	err = s.loop(ctx, inc, sc)
 	// Discard the connection: it may hold the marker.
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	return err
@@ -518,6 +529,7 @@ func (s *session) loop(ctx context.Context, inc *incarnation, sc sessionConn) er
 	}
 	var key int64
 	var deadline time.Time
+	bell := bells{cur: -1}
 	if s.markers && (listening || !sc.notifies()) {
 		// A session whose notifications do not come back is behind a
 		// transaction pooler: a marker there would outlive this process
@@ -528,11 +540,17 @@ func (s *session) loop(ctx context.Context, inc *incarnation, sc sessionConn) er
 			return err
 		}
 		key, deadline = k, s.markerDeadline(sent)
+		if s.bells {
+			if bell, err = s.startBells(ctx, sc, key); err != nil {
+				return err
+			}
+			defer bell.forget(sc)
+		}
 	}
 	s.mu.Lock()
 	inc.key, inc.deadline, inc.listening = key, deadline, listening
 	s.mu.Unlock()
-	if listening {
+	if listening || bell.cur >= 0 {
 		s.setWakeup(true)
 		defer s.setWakeup(false)
 	}
@@ -555,6 +573,11 @@ func (s *session) loop(ctx context.Context, inc *incarnation, sc sessionConn) er
 			return nil
 		case err != nil && !timedOut:
 			return err
+		case n != nil && n.channel == ringRequest:
+			if err := bell.ring(ctx, sc); err != nil {
+				return fmt.Errorf("ringing the doorbell: %w", err)
+			}
+			continue
 		case n != nil:
 			if n.channel == releaseChannel {
 				s.waiters.wakeFirst(n.payload)
@@ -675,8 +698,8 @@ func (p pgxConn) query(ctx context.Context, query string, args []any, dest ...an
 	return p.c.QueryRow(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...).Scan(dest...)
 }
 
-func (p pgxConn) exec(ctx context.Context, stmt string) error {
-	_, err := p.c.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol)
+func (p pgxConn) exec(ctx context.Context, stmt string, args ...any) error {
+	_, err := p.c.Exec(ctx, stmt, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
 	return err
 }
 
@@ -690,21 +713,73 @@ func (p pgxConn) wait(ctx context.Context) (*pgconnNotification, error) {
 
 func (pgxConn) notifies() bool { return true }
 
-// sqlConn is a session connection through database/sql: no notifications.
-type sqlConn struct{ c *sql.Conn }
-
-func (s sqlConn) query(ctx context.Context, query string, args []any, dest ...any) error {
-	return s.c.QueryRowContext(ctx, query, args...).Scan(dest...)
+// sqlConn is a session connection through database/sql: no notifications,
+// but requests to ring the doorbell arrive as if they were one.
+type sqlConn struct {
+	c     *sql.Conn
+	rings <-chan struct{}
+	// stmts are the statements with arguments, prepared once on the
+	// connection (MySQL; nil on PostgreSQL): go-sql-driver would otherwise
+	// prepare, run and close each (a ring, on the path of a handoff, would
+	// take two round trips).
+	stmts map[string]*sql.Stmt
 }
 
-func (s sqlConn) exec(ctx context.Context, stmt string) error {
-	_, err := s.c.ExecContext(ctx, stmt)
+// stmt returns query prepared on the connection.
+func (s sqlConn) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := s.c.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	s.stmts[query] = st
+	return st, nil
+}
+
+// close closes the prepared statements.
+func (s sqlConn) close() {
+	for _, st := range s.stmts {
+		_ = st.Close()
+	}
+}
+
+// ringRequest is the channel of the notifications that ask the session to
+// ring its doorbell.
+const ringRequest = "sqllock ring request"
+
+func (s sqlConn) query(ctx context.Context, query string, args []any, dest ...any) error {
+	if len(args) == 0 || s.stmts == nil {
+		return s.c.QueryRowContext(ctx, query).Scan(dest...)
+	}
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return err
+	}
+	return st.QueryRowContext(ctx, args...).Scan(dest...)
+}
+
+func (s sqlConn) exec(ctx context.Context, query string, args ...any) error {
+	if len(args) == 0 || s.stmts == nil {
+		_, err := s.c.ExecContext(ctx, query)
+		return err
+	}
+	st, err := s.stmt(ctx, query)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(ctx, args...)
 	return err
 }
 
-func (sqlConn) wait(ctx context.Context) (*pgconnNotification, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
+func (s sqlConn) wait(ctx context.Context) (*pgconnNotification, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.rings:
+		return &pgconnNotification{channel: ringRequest}, nil
+	}
 }
 
 func (sqlConn) notifies() bool { return false }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/internal/queue"
 )
 
@@ -65,6 +66,9 @@ type attempt struct {
 	// sessionKey is the key of the Locker's session marker, recorded in
 	// the row the try takes; 0 for none (the lease alone decides).
 	sessionKey int64
+	// metrics records the hold (of the lock type of the caller); nil for
+	// the Locker's own (type mutex).
+	metrics *metrics.Instruments
 }
 
 // owner is who the attempt takes the lock for.
@@ -97,6 +101,10 @@ type holderInfo struct {
 	// key is the holder's session marker, trusted (its row's
 	// session_token is its token), or 0; token is the row's token.
 	key, token int64
+	// rings is true when the holder's release was armed to ring bell
+	// generation bell of its session (MySQL, bell.go).
+	rings bool
+	bell  int64
 }
 
 // store is the SQL of one dialect. Implementations are in postgres.go and
@@ -117,6 +125,11 @@ type store interface {
 	// (MySQL keeps running a statement whose client gave up while it waits
 	// for a row lock) cannot extend a lock its holder has declared lost.
 	renew(ctx context.Context, h holder, ttl time.Duration) (ok bool, err error)
+	// dropHolds frees name if o holds it: every hold, at once. It undoes
+	// a take whose outcome its caller could not learn (its context ended
+	// or its connection failed while the statement ran) and that o did
+	// not hold before (Locker.dropHolds).
+	dropHolds(ctx context.Context, name string, o dblock.Owner) error
 	// checkHeld locks h's row in shared mode inside tx if h still holds it
 	// unexpired.
 	checkHeld(ctx context.Context, tx *sql.Tx, h holder) (ok bool, err error)
@@ -130,10 +143,16 @@ type store interface {
 	held(ctx context.Context, name string) (HeldLock, bool, error)
 	// countLapsed counts the rows whose lease has lapsed.
 	countLapsed(ctx context.Context) (int, error)
-	// wantWake asks that the release of name, held now, be announced to
-	// other processes. armed is false when the lock is not held (free, or
-	// lapsed and kept for fair waiters): there will be no announcement.
-	wantWake(ctx context.Context, name string) (armed bool, h holderInfo, err error)
+	// wantWake asks that the release of name, held now (by h, as a try
+	// found it), be announced to other processes, and returns the holder
+	// as it is now. armed is false when the lock is not held (free, or
+	// lapsed and kept for fair waiters), or when its holder does not ring
+	// (MySQL): there will be no announcement.
+	wantWake(ctx context.Context, name string, h holderInfo) (armed bool, now holderInfo, err error)
+	// awaitBell blocks, for at most wait, on generation gen of the
+	// doorbell of the session marked key (MySQL; bell.go), and runs woke
+	// if it is granted, with dead true when the session has ended.
+	awaitBell(ctx context.Context, key, gen int64, wait time.Duration, woke func(dead bool)) (rung bool, err error)
 	// awaitMarkerGone blocks, for at most wait, until no session holds
 	// the session marker key; gone is false when wait ran out first.
 	awaitMarkerGone(ctx context.Context, key int64, wait time.Duration) (gone bool, err error)

@@ -42,6 +42,10 @@ const MaxSweepBatch = 10000
 // reaper package runs it on a schedule): a row deleted by hand takes its
 // token's history with it. Contention is retried until ctx ends; the error
 // then wraps ctx.Err().
+//
+// On MySQL the batch that reaches the end of the table also deletes the
+// doorbell records of sessions that died (see the package doc, Waking
+// waiters); they are not counted in deleted.
 func (l *Locker) Sweep(ctx context.Context, grace time.Duration, limit int, after string) (deleted int, next string, err error) {
 	switch {
 	case ctx == nil:

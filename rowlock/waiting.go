@@ -27,9 +27,16 @@ type waiting struct {
 	// name that polls.
 	wasFirst bool
 	timer    *time.Timer // made at the first sleep; most calls never sleep
+	// armed is the hold whose release was last armed to ring for this
+	// waiter (MySQL): while the holder and token stay the same, and the
+	// watcher still waits on its bell, there is nothing to ask again.
+	armed holderInfo
 	// counted is true once an unfair waiter is counted among the waiters
 	// (the metric; the queue counts fair ones).
 	counted bool
+	// cutShort is true when the wait ended in a try whose statements
+	// failed, so that whether they took the lock is not known.
+	cutShort bool
 }
 
 // startWaiting enters a among the Locker's waiters; end takes it out.
@@ -56,10 +63,18 @@ func (wt *waiting) run(ctx context.Context) (*Lock, error) {
 			wt.a.waiterID = wt.ticket.ID()
 		}
 		// Read at every try too: the session may have restarted, under
-		// a new marker, while this waited.
+		// a new marker, while this waited; the queue's row must then
+		// carry the new one, or others would keep cutting its place short.
 		wt.a.sessionKey = wt.l.sess.key(ctx)
+		if wt.ticket != nil && wt.a.sessionKey != 0 {
+			if err := wt.ticket.Rekey(ctx, wt.a.sessionKey); err != nil && ctx.Err() == nil {
+				// Only its place is at stake: the next try rekeys again.
+				wt.l.cfg.logger.Warn("rowlock: recording a fair waiter's new session marker failed", "name", wt.a.name, "error", err)
+			}
+		}
 		out, sent, err := wt.l.try(ctx, wt.a)
 		if err != nil {
+			wt.cutShort = true
 			return nil, cutShort(ctx, err)
 		}
 		if out.acquired {
@@ -132,36 +147,58 @@ func (wt *waiting) pause(ctx context.Context, h holderInfo) (time.Duration, erro
 		return wt.l.cfg.idleRecheck, nil
 	}
 	notified := wt.listening
-	if wt.listening {
+	switch {
+	case wt.armed.rings && h.key == wt.armed.key && h.token == wt.armed.token:
+		h.rings, h.bell = true, wt.armed.bell
+	case wt.listening || (wt.l.sess.bells && h.key != 0 && h.remaining > 0):
 		var err error
 		if h, notified, err = wt.askWake(ctx, h); err != nil {
 			return 0, err
 		}
 	}
-	wt.watchBlocker(ctx, h)
+	wt.armed = holderInfo{}
+	if watched := wt.watchBlocker(ctx, h); h.rings {
+		// MySQL: the holder's bell wakes this waiter if the watcher
+		// waits on it.
+		notified = watched
+		if watched {
+			wt.armed = h
+		}
+	}
 	return wt.pacer.next(h.remaining, notified), nil
 }
 
 // watchBlocker has the watcher check whoever keeps the lock from this
-// waiter: the holder, if its lease has time left, or else the oldest
-// older fair waiter with a session marker. Without crash detection it
-// does nothing.
-func (wt *waiting) watchBlocker(ctx context.Context, h holderInfo) {
+// waiter: the holder whose release was armed to ring its bell (MySQL), or
+// the holder if its lease has time left, or else the oldest older fair
+// waiter with a session marker. Without crash detection it does nothing
+// but the first. It reports whether the watcher waits on a bell for this
+// waiter.
+func (wt *waiting) watchBlocker(ctx context.Context, h holderInfo) bool {
+	if h.rings && wt.l.watch.watch(wt.a.name, target{key: h.key, token: h.token, rings: true, bell: h.bell, by: wt.w}) {
+		return true
+	}
+	// Not on the bell (a generation already seen rung: a ring whose
+	// record is on its way, or the bells of a dying session freed before
+	// its marker, which only the marker tells): the holder's marker is
+	// still watched, or a dead holder would keep the lock for its lease
+	// (found by the model: model/mutants/doorbell_stale_polls.pml).
 	if wt.l.cfg.crashGrace <= 0 {
-		return
+		return false
 	}
 	if h.remaining > wt.l.cfg.crashGrace {
 		wt.l.watch.watch(wt.a.name, target{key: h.key, token: h.token, by: wt.w})
-		return
+		return false
 	}
 	if h.remaining > 0 {
-		return // lapses soon anyway
+		return false // lapses soon anyway
 	}
 	id, key, found, err := wt.l.queue.Blocker(ctx, wt.a.name, wt.a.queueID())
 	if err != nil || !found {
-		return // a failed look costs nothing but speed: the next pause looks again
+		return false // a failed look costs nothing but speed: the next pause looks again
 	}
 	wt.l.watch.watch(wt.a.name, target{key: key, id: id, by: wt.w})
+	return false
 }
 
 // askWake asks that the holder's release be announced: releases are
@@ -171,7 +208,7 @@ func (wt *waiting) askWake(ctx context.Context, h holderInfo) (holderInfo, bool,
 	var armed bool
 	var now holderInfo
 	err := lockkit.RetryContention(ctx, func() (err error) {
-		armed, now, err = wt.l.store.wantWake(ctx, wt.a.name)
+		armed, now, err = wt.l.store.wantWake(ctx, wt.a.name, h)
 		return err
 	})
 	switch {
@@ -200,6 +237,11 @@ func (wt *waiting) sleep(ctx context.Context, pause time.Duration) error {
 		return errors.Join(dblock.ErrNotAcquired, ctx.Err())
 	case <-wt.w.wake:
 		wt.pacer.reset()
+		if wt.armed.rings {
+			// A ring (or a release in this process): the lock is likely
+			// free, and the try need not look first.
+			wt.a.polling = false
+		}
 	case <-wt.timer.C:
 	}
 	if wt.listening {

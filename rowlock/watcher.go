@@ -20,6 +20,11 @@ import (
 // holder's lease to G (a dead fair waiter's place, likewise) and wakes the
 // waiter of that name, which takes the lock once that has lapsed.
 //
+// On MySQL a waiter whose holder's session rings (bell.go) has the watcher
+// block on the holder's bell instead: the wait ends at a ring, which wakes
+// every waiter of this Locker that waits on that session, or when the
+// session ends, which is then handled as above.
+//
 // A blocked wait gives up after markerWait and starts again while a
 // waiter still needs it, so a watch nobody needs any more ends within
 // markerWait and costs one statement per markerWait while it lasts.
@@ -34,11 +39,16 @@ type watcher struct {
 	mu      sync.Mutex
 	targets map[string]target // by name: what the first waiter of the name waits on
 	keys    map[int64]bool    // markers with a wait running
-	ctx     context.Context   // canceled by close
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	closed  bool
-	warned  bool
+	// rung is, by marker key, the newest bell generation found rung
+	// while its session lived: a waiter that read it or an older one
+	// read a stale generation (the ring's record is on its way) and polls
+	// instead of waking at once again and again.
+	rung   map[int64]int64
+	ctx    context.Context // canceled by close
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closed bool
+	warned bool
 }
 
 // target is a marked holder, or an older marked fair waiter, that a waiter
@@ -47,8 +57,15 @@ type target struct {
 	key   int64
 	token int64 // of the holder's row; 0 for a fair waiter
 	id    int64 // of the fair waiter's row; 0 for a holder
+	// rings is true when the waiter armed the holder's release to ring
+	// bell generation bell of key (MySQL, bell.go).
+	rings bool
+	bell  int64
 	by    *waiter
 }
+
+// maxRungKeys bounds watcher.rung.
+const maxRungKeys = 1024
 
 const (
 	// markerWait is how long one blocked wait on a marker lasts.
@@ -58,35 +75,45 @@ const (
 	maxMarkerWaits = 4
 )
 
-// watch makes name wait on t until forget, or until t is found dead.
-func (wa *watcher) watch(name string, t target) {
-	if wa.grace <= 0 || t.key == 0 {
-		return
+// watch makes name wait on t until forget, or until t is found dead (or,
+// for a target that rings, rung). It reports whether a wait on t's
+// session runs: for a target that rings, whether a ring will wake name.
+func (wa *watcher) watch(name string, t target) bool {
+	if (wa.grace <= 0 && !t.rings) || t.key == 0 {
+		return false
 	}
 	wa.mu.Lock()
 	defer wa.mu.Unlock()
 	if wa.closed {
-		return
+		return false
 	}
 	if wa.targets == nil {
 		wa.targets = make(map[string]target)
 		wa.keys = make(map[int64]bool)
+		wa.rung = make(map[int64]int64)
 		wa.ctx, wa.stop = context.WithCancel(context.Background())
+	}
+	if t.rings {
+		if gen, ok := wa.rung[t.key]; ok && t.bell <= gen {
+			return false
+		}
 	}
 	wa.targets[name] = t
 	if wa.keys[t.key] {
-		return
+		return true
 	}
 	if len(wa.keys) >= maxMarkerWaits || !reserveSessionConn(wa.db) {
+		delete(wa.targets, name)
 		if !wa.warned {
 			wa.warned = true
-			wa.logger.Warn("rowlock: no connection to spare for watching holders' session markers; some waiters wait for leases to lapse")
+			wa.logger.Warn("rowlock: no connection to spare for watching holders' sessions; some waiters poll, or wait for leases to lapse")
 		}
-		return
+		return false
 	}
 	wa.keys[t.key] = true
 	wa.wg.Add(1)
 	go wa.run(wa.ctx, t.key)
+	return true
 }
 
 // forget drops what w watched for name, if w set it.
@@ -124,12 +151,66 @@ func (wa *watcher) needed(key int64) bool {
 	return false
 }
 
-// run waits on key's marker while a name needs it.
+// bellOf returns the oldest bell generation that a waiter on key armed,
+// if any.
+func (wa *watcher) bellOf(key int64) (gen int64, rings bool) {
+	wa.mu.Lock()
+	defer wa.mu.Unlock()
+	for _, t := range wa.targets {
+		if t.key == key && t.rings && (!rings || t.bell < gen) {
+			gen, rings = t.bell, true
+		}
+	}
+	return gen, rings
+}
+
+// await blocks until key's session ends (gone), or, when a waiter armed
+// one of its bells, until that bell rings: rung and gone are then both
+// handled here.
+func (wa *watcher) await(ctx context.Context, key int64) (gone bool, err error) {
+	gen, rings := wa.bellOf(key)
+	if !rings {
+		return wa.store.awaitMarkerGone(ctx, key, markerWait)
+	}
+	_, err = wa.store.awaitBell(ctx, key, gen, markerWait, func(dead bool) {
+		if dead {
+			wa.shortenAll(ctx, key)
+			return
+		}
+		wa.mu.Lock()
+		if len(wa.rung) >= maxRungKeys {
+			clear(wa.rung)
+		}
+		wa.rung[key] = max(wa.rung[key], gen)
+		wa.mu.Unlock()
+		wa.wakeAll(key)
+	})
+	return false, err
+}
+
+// wakeAll wakes the waiters of every name that waits on key: its session
+// rang. They try again, and watch again if they must wait.
+func (wa *watcher) wakeAll(key int64) {
+	wa.mu.Lock()
+	var names []string
+	for name, t := range wa.targets {
+		if t.key == key {
+			names = append(names, name)
+			delete(wa.targets, name)
+		}
+	}
+	wa.mu.Unlock()
+	for _, name := range names {
+		wa.waiters.wakeFirst(name)
+	}
+}
+
+// run waits on key's session while a name needs it.
 func (wa *watcher) run(ctx context.Context, key int64) {
 	defer wa.wg.Done()
 	defer releaseSessionConn(wa.db)
 	for wa.needed(key) {
-		gone, err := wa.store.awaitMarkerGone(ctx, key, markerWait)
+		gone, err := wa.await(ctx, key)
 		switch {
 		case ctx.Err() != nil:
 			wa.mu.Lock()
@@ -140,7 +221,7 @@ func (wa *watcher) run(ctx context.Context, key int64) {
 			wa.logger.Warn("rowlock: waiting on a holder's session marker failed", "error", err)
 			select {
 			case <-ctx.Done():
-			case <-time.After(wa.grace):
+			case <-time.After(max(wa.grace, time.Second)): // at least a second: grace may be 0 (bells only)
 			}
 		case gone:
 			wa.shortenAll(ctx, key)
@@ -160,6 +241,13 @@ func (wa *watcher) shortenAll(ctx context.Context, key int64) {
 	}
 	wa.mu.Unlock()
 	for name, t := range targets {
+		if wa.grace <= 0 {
+			// Without crash detection of its own, this Locker only wakes
+			// the waiter (a bell showed the session gone): the lease
+			// decides.
+			wa.waiters.wakeFirst(name)
+			continue
+		}
 		sctx, cancel := context.WithTimeout(ctx, wa.grace)
 		err := lockkit.RetryContention(sctx, func() error {
 			if t.id != 0 {

@@ -54,7 +54,7 @@ func TestWaitersMetric(t *testing.T) {
 }
 
 func TestNilMeterProvider(t *testing.T) {
-	tg := testdb.Targets(t)[0]
+	tg := testdb.AllTargets(t)[0]
 	if _, err := queue.New(tg.DB, tg.Dialect, queue.WithMeterProvider(nil)); !errors.Is(err, dblock.ErrInvalidOption) {
 		t.Errorf("queue.New with a nil MeterProvider: %v, want ErrInvalidOption", err)
 	}

@@ -17,6 +17,9 @@ const (
 INSERT INTO ` + Table + ` (name, owner_host, owner_id, created_at, expires_at, session_key)
 VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`
 
+	// mySetQueued tells rowlock's takes of name to look at the queue.
+	mySetQueued = `UPDATE ` + locksTable + ` SET queued = TRUE WHERE name = ?`
+
 	// myBlocker: see pgBlocker. Parameters: name, id.
 	myBlocker = `
 SELECT id, session_key FROM ` + Table + ` FORCE INDEX (dblock_waiters_name_id)
@@ -66,12 +69,34 @@ func (s mysqlStore) shorten(ctx context.Context, id, key int64, grace time.Durat
 	return affectedOne(s.db.ExecContext(ctx, myShorten, grace.Microseconds(), id, key))
 }
 
-func (s mysqlStore) insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration, key int64) (int64, error) {
-	res, err := s.db.ExecContext(ctx, myInsert, name, owner.Host, owner.ID, ttl.Microseconds(), key)
+// insert queues a waiter in a transaction that first sets queued on the
+// name's lock row (if it has one), holding that row's lock until the
+// waiter's row is committed: rowlock's myTakeFast passes over the queue only
+// while queued is false. Repeatable read, whatever the pool's default, so
+// that a name without a lock row has its gap locked too, and a lock row
+// created meanwhile (queued, as rows are created) cannot be taken over and
+// cleared before this waiter's row shows.
+func (s mysqlStore) insert(ctx context.Context, name string, owner dblock.Owner, ttl time.Duration, key int64) (id int64, err error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return 0, err
 	}
-	return res.LastInsertId()
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, mySetQueued, name); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, myInsert, name, owner.Host, owner.ID, ttl.Microseconds(), key)
+	if err != nil {
+		return 0, err
+	}
+	if id, err = res.LastInsertId(); err != nil {
+		return 0, err
+	}
+	return id, tx.Commit()
 }
 
 func (s mysqlStore) beat(ctx context.Context, ids []int64, ttl time.Duration) (map[int64]struct{}, error) {
@@ -113,4 +138,9 @@ func (s mysqlStore) countDead(ctx context.Context) (int, error) {
 
 func (s mysqlStore) deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
 	return affected(s.db.ExecContext(ctx, myDeleteDead, grace.Microseconds(), limit))
+}
+
+func (s mysqlStore) rekey(ctx context.Context, id, key int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE `+Table+` SET session_key = ? WHERE id = ?`, key, id)
+	return err
 }

@@ -109,3 +109,8 @@ func (s postgresStore) countDead(ctx context.Context) (int, error) {
 func (s postgresStore) deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
 	return affected(s.db.ExecContext(ctx, pgDeleteDead, grace.Microseconds(), limit))
 }
+
+func (s postgresStore) rekey(ctx context.Context, id, key int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE `+Table+` SET session_key = $1 WHERE id = $2`, key, id)
+	return err
+}

@@ -22,6 +22,10 @@ import (
 // Table is the waiter table.
 const Table = "dblock_waiters"
 
+// locksTable is rowlock's lock table, whose queued flag a MySQL waiter sets
+// (see mysqlStore.insert).
+const locksTable = "dblock_locks"
+
 // DefaultWaiterTTL is how long a waiter stays in the queue without a
 // heartbeat; a dead waiter holds up the queue for at most this long.
 const DefaultWaiterTTL = 10 * time.Second
@@ -65,6 +69,8 @@ type Ticket struct {
 	name  string
 	owner dblock.Owner
 	key   int64 // session marker
+	// metrics counts the waiter, as a waiter of its lock type.
+	metrics *metrics.Instruments
 
 	// id is read without mu (ID), so that callers ordering waiters by it
 	// never wait for a re-enqueue in flight; it is written under mu.
@@ -95,6 +101,8 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 		s = postgresStore{db: pgxrow.Wrap(db)}
 	case dblock.MySQL:
 		s = mysqlStore{db: db}
+	case dblock.SQLite:
+		s = sqliteStore{db: db}
 	default:
 		return nil, fmt.Errorf("queue: %w: %q", dblock.ErrUnknownDialect, d)
 	}
@@ -128,13 +136,19 @@ func (q *Queue) TTL() time.Duration { return q.ttl }
 // session holds it, others may pass the waiter over (Shorten). Contention
 // is retried until ctx ends; then the error wraps ctx.Err().
 func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner, key int64) (*Ticket, error) {
+	return q.EnqueueAs(ctx, name, owner, key, metrics.TypeMutex)
+}
+
+// EnqueueAs is Enqueue for a waiter of a lock of type typ, which the
+// waiters' metric carries (a fair semaphore's waiters queue too).
+func (q *Queue) EnqueueAs(ctx context.Context, name string, owner dblock.Owner, key int64, typ metrics.LockType) (*Ticket, error) {
 	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	if err := lockinput.ValidateName(name); err != nil {
 		return nil, err
 	}
-	t := &Ticket{q: q, name: name, owner: owner, key: key}
+	t := &Ticket{q: q, name: name, owner: owner, key: key, metrics: q.metrics.As(typ)}
 	var id int64
 	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
 		id, err = q.store.insert(ctx, name, owner, q.ttl, key)
@@ -144,7 +158,7 @@ func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner, ke
 		return nil, lockkit.WrapDBError("queue: enqueue", err)
 	}
 	t.id.Store(id)
-	q.metrics.Waiting(ctx, true, 1)
+	t.metrics.Waiting(ctx, true, 1)
 	q.mu.Lock()
 	q.tickets[t] = struct{}{}
 	if q.stop == nil {
@@ -192,7 +206,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	if !queued {
 		return nil
 	}
-	q.metrics.Waiting(ctx, true, -1)
+	t.metrics.Waiting(ctx, true, -1)
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -278,6 +292,26 @@ func (q *Queue) beat(ctx context.Context) {
 // requeue queues t again at the tail when its row is gone: reaped as dead
 // (we could not heartbeat for a whole TTL), so it queues again rather than
 // vanish; unless it just left, and must stay gone.
+// Rekey makes key the waiter's session marker, in its row and in a row
+// it is queued again under: its Locker's session connection changed, and
+// the old marker is gone for good, so others would cut its place short
+// (Shorten) again and again.
+func (t *Ticket) Rekey(ctx context.Context, key int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.left || t.key == key {
+		return nil
+	}
+	err := lockkit.RetryContentionUntilDone(ctx, func() error {
+		return t.q.store.rekey(ctx, t.id.Load(), key)
+	})
+	if err != nil {
+		return err
+	}
+	t.key = key
+	return nil
+}
+
 func (q *Queue) requeue(ctx context.Context, t *Ticket) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

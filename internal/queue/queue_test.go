@@ -71,7 +71,7 @@ func TestQueue(t *testing.T) {
 }
 
 func TestQueueBadInput(t *testing.T) {
-	tg := testdb.Targets(t)[0]
+	tg := testdb.AllTargets(t)[0]
 	if _, err := queue.New(nil, tg.Dialect); !errors.Is(err, dblock.ErrInvalidDB) {
 		t.Errorf("nil db: %v", err)
 	}

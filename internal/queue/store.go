@@ -22,6 +22,8 @@ type store interface {
 	// shorten ends waiter id's place at most grace from now if its
 	// session marker is still key.
 	shorten(ctx context.Context, id, key int64, grace time.Duration) (bool, error)
+	// rekey records key as waiter id's session marker.
+	rekey(ctx context.Context, id, key int64) error
 	// beat pushes the expiry of the waiters ids to now+ttl and returns
 	// those still in the table.
 	beat(ctx context.Context, ids []int64, ttl time.Duration) (map[int64]struct{}, error)
