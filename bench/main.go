@@ -21,7 +21,9 @@
 //     fixed time per variant, in alternating slices;
 //   - memory per held lock and per blocked waiter (Go heap and stacks);
 //   - acquire latency with 1k to 100k names held in the lock table;
-//   - idle fair waiters: statements per second the process sends for them.
+//   - idle fair waiters: statements per second the process sends for them;
+//   - the lock kinds (semaphores, read/write locks, AcquireAll), uncontended,
+//     each beside the raw SQL it is built on.
 //
 // DSNs come from SQLLOCK_POSTGRES_DSN and SQLLOCK_MYSQL_DSN, defaulting to
 // the local servers; the tables are created with migrations.Up. Every row
@@ -88,7 +90,7 @@ type config struct {
 }
 
 // sectionNames in the order they run and print.
-var sectionNames = []string{"uncontended", "handoff", "throughput", "memory", "held", "idle", "crash", "pooler"}
+var sectionNames = []string{"uncontended", "handoff", "throughput", "memory", "held", "idle", "crash", "pooler", "kinds"}
 
 func main() {
 	if len(os.Args) > 4 && os.Args[1] == crashFlag {
@@ -286,6 +288,7 @@ func measure(ctx context.Context, cfg config, e *env, t *tables) error {
 		"idle":        func() error { return idle(ctx, cfg, e, t.idle) },
 		"crash":       func() error { return crashes(ctx, cfg, e, t.crash) },
 		"pooler":      func() error { return poolers(ctx, cfg, e, t.pooler) },
+		"kinds":       func() error { return kinds(ctx, cfg, e, t.kinds) },
 	}
 	for _, s := range sectionNames {
 		if !slices.Contains(cfg.sections, s) {

@@ -39,7 +39,7 @@ func isolated(t *testing.T, tg testdb.Target, bare bool) testdb.Target {
 
 // q rewrites ? placeholders as $1, $2, ... for PostgreSQL.
 func q(tg testdb.Target, query string) string {
-	if tg.Dialect == dblock.MySQL {
+	if tg.Dialect != dblock.Postgres {
 		return query
 	}
 	var b strings.Builder
@@ -54,6 +54,10 @@ func q(tg testdb.Target, query string) string {
 	}
 	return b.String()
 }
+
+// sqliteNow is the database clock on SQLite in µs since the epoch, as
+// rowlock reads it.
+const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 
 func newLocker(t testing.TB, db *sql.DB) *rowlock.Locker {
 	t.Helper()
@@ -80,7 +84,7 @@ func newReaper(t testing.TB, l *rowlock.Locker, opts ...reaper.Option) *reaper.R
 // still counting a hold, as a crashed holder leaves them. It is one
 // statement: generate_series on PostgreSQL, a cross join of digits on MySQL
 // (MariaDB's seq_1_to_n is not in MySQL; a recursive CTE hits MySQL's
-// depth limit of 1000).
+// depth limit of 1000), a recursive CTE on SQLite.
 func seedLapsed(t testing.TB, tg testdb.Target, prefix string, n int, lapsedAgo time.Duration) {
 	t.Helper()
 	if n < 1 || n > 100000 {
@@ -88,7 +92,18 @@ func seedLapsed(t testing.TB, tg testdb.Target, prefix string, n int, lapsedAgo 
 	}
 	ago := lapsedAgo.Microseconds()
 	var query string
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.SQLite:
+		query = `
+WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < ?5)
+INSERT INTO dblock_locks
+    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
+SELECT ?1 || n, n % 1024, 1, 'reaper-test', 'seed', n % 2, '',
+    ` + sqliteNow + ` - (?2 + n) - 3600000000,
+    ` + sqliteNow + ` - (?3 + n) - 3600000000,
+    ` + sqliteNow + ` - (?4 + n)
+FROM seq`
+	case dblock.MySQL:
 		digits := `(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
 			UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)`
 		query = `
@@ -101,7 +116,7 @@ SELECT CONCAT(?, seq.n), seq.n % 1024, 1, 'reaper-test', 'seed', seq.n % 2, '',
 FROM (SELECT 1 + a.d + 10*b.d + 100*c.d + 1000*e.d + 10000*f.d AS n
       FROM ` + digits + ` a, ` + digits + ` b, ` + digits + ` c, ` + digits + ` e, ` + digits + ` f) seq
 WHERE seq.n <= ?`
-	} else {
+	default:
 		query = `
 INSERT INTO dblock_locks
     (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
@@ -124,11 +139,16 @@ func insertLock(t testing.TB, tg testdb.Target, name string, expiresIn time.Dura
     (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
 VALUES (?, 7, 1, 'reaper-test', 'ghost', 1, '', clock_timestamp(), clock_timestamp(),
     clock_timestamp() + ?::bigint * interval '1 microsecond')`
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		query = `INSERT INTO dblock_locks
     (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
 VALUES (?, 7, 1, 'reaper-test', 'ghost', 1, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),
     UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`
+	case dblock.SQLite:
+		query = `INSERT INTO dblock_locks
+    (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
+VALUES (?, 7, 1, 'reaper-test', 'ghost', 1, '', ` + sqliteNow + `, ` + sqliteNow + `, ` + sqliteNow + ` + ?)`
 	}
 	if _, err := tg.DB.ExecContext(t.Context(), q(tg, query), name, expiresIn.Microseconds()); err != nil {
 		t.Fatalf("insert lock %q: %v", name, err)
@@ -141,9 +161,13 @@ func insertWaiters(t testing.TB, tg testdb.Target, name string, n int, expiresIn
 	t.Helper()
 	query := `INSERT INTO dblock_waiters (name, owner_host, owner_id, created_at, expires_at)
 VALUES (?, 'reaper-test', 'waiter', clock_timestamp(), clock_timestamp() + ?::bigint * interval '1 microsecond')`
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		query = `INSERT INTO dblock_waiters (name, owner_host, owner_id, created_at, expires_at)
 VALUES (?, 'reaper-test', 'waiter', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`
+	case dblock.SQLite:
+		query = `INSERT INTO dblock_waiters (name, owner_host, owner_id, created_at, expires_at)
+VALUES (?, 'reaper-test', 'waiter', ` + sqliteNow + `, ` + sqliteNow + ` + ?)`
 	}
 	for range n {
 		if _, err := tg.DB.ExecContext(t.Context(), q(tg, query), name, expiresIn.Microseconds()); err != nil {

@@ -19,7 +19,7 @@ import (
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
-	tg := testdb.Targets(t)[0]
+	tg := testdb.AllTargets(t)[0]
 	l := newLocker(t, tg.DB)
 	if _, err := reaper.New(nil); !errors.Is(err, dblock.ErrInvalidOption) {
 		t.Errorf("New(nil locker) = %v, want ErrInvalidOption", err)
@@ -53,7 +53,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 // go, and nothing live does, not even a row whose lease runs out during the
 // sweeps before it has run out by the database clock.
 func TestRunOnceKeepsLiveLocks(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			tg := isolated(t, shared, false)
 			ctx := t.Context()
@@ -157,15 +157,18 @@ func TestRunOnceKeepsLiveLocks(t *testing.T) {
 }
 
 func leaseLeftMicros(tg testdb.Target) string {
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		return `SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM dblock_locks WHERE name = ?`
+	case dblock.SQLite:
+		return `SELECT expires_at - ` + sqliteNow + ` FROM dblock_locks WHERE name = ?`
 	}
 	return `SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint FROM dblock_locks WHERE name = ?`
 }
 
 // TestGrace keeps rows and waiters that lapsed less than the grace ago.
 func TestGrace(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			tg := isolated(t, shared, false)
 			ctx := t.Context()
@@ -205,7 +208,7 @@ func TestGrace(t *testing.T) {
 // TestSkippedWhileAnotherReaperSweeps: a reaper whose lock is held elsewhere
 // does nothing and says so, without an error.
 func TestSkippedWhileAnotherReaperSweeps(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			tg := isolated(t, shared, false)
 			ctx := t.Context()
@@ -239,7 +242,7 @@ func TestSkippedWhileAnotherReaperSweeps(t *testing.T) {
 // TestOneReaperAtATime runs four replicas' reapers at once: their sweeps
 // never overlap, and together they delete every row once.
 func TestOneReaperAtATime(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			tg := isolated(t, shared, false)
 			ctx := t.Context()
@@ -290,7 +293,7 @@ func TestOneReaperAtATime(t *testing.T) {
 }
 
 func TestRunOnceErrors(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			t.Run("canceled", func(t *testing.T) {
 				l := newLocker(t, shared.DB)
@@ -333,7 +336,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestStartStop(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			tg := isolated(t, shared, false)
 			prefix := testdb.Name(t) + "/"
@@ -377,7 +380,7 @@ func TestStartStop(t *testing.T) {
 // TestStopEndsSweepInFlight stops the schedule during a long sweep: the
 // sweep ends after its current batch, and Stop's context says when.
 func TestStopEndsSweepInFlight(t *testing.T) {
-	for _, shared := range testdb.Targets(t) {
+	for _, shared := range testdb.AllTargets(t) {
 		t.Run(shared.Name, func(t *testing.T) {
 			tg := isolated(t, shared, false)
 			prefix := testdb.Name(t) + "/"

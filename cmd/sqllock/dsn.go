@@ -29,12 +29,15 @@ type database struct {
 	open    func() *sql.DB
 }
 
-// parseDSN reads a postgres:// or mysql:// URL. Its errors never repeat the
-// password.
+// parseDSN reads a postgres:// or mysql:// URL, or an sqlite: file. Its
+// errors never repeat the password.
 func parseDSN(raw string) (database, error) {
+	if rest, ok := cutPrefixFold(raw, "sqlite:"); ok {
+		return sqliteDatabase(rest)
+	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return database{}, usagef("", "the DSN must be a URL starting with postgres:// or mysql://")
+		return database{}, usagef("", "the DSN must be a URL starting with postgres:// or mysql://, or sqlite:FILE")
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
@@ -77,7 +80,7 @@ func parseDSN(raw string) (database, error) {
 			},
 		}, nil
 	}
-	return database{}, usagef("", "unsupported DSN scheme %q: use postgres:// or mysql://", scheme)
+	return database{}, usagef("", "unsupported DSN scheme %q: use postgres://, mysql:// or sqlite:FILE", scheme)
 }
 
 // mysqlConfig turns mysql://user:password@host:port/dbname?params into a
@@ -142,10 +145,14 @@ func (inv *invocation) connect(ctx context.Context) (*sql.DB, dblock.Dialect, er
 	}
 	if raw == "" {
 		return nil, "", usagef(inv.cmd.name, "no database given: pass --dsn or set SQLLOCK_DSN, "+
-			"for example postgres://user:password@host:5432/dbname or mysql://user:password@host:3306/dbname")
+			"for example postgres://user:password@host:5432/dbname, mysql://user:password@host:3306/dbname, "+
+			"or sqlite:/path/to/locks.db for the processes of this host only")
 	}
 	d, err := parseDSN(raw)
 	if err != nil {
+		return nil, "", err
+	}
+	if err := d.checkSQLiteFile(inv.cmd.name); err != nil {
 		return nil, "", err
 	}
 	db := d.open()

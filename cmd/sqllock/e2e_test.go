@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +138,29 @@ func TestCLI(t *testing.T) {
 				// error, which says so.
 				cli.expect(exitConfig, "", "limit", "run", "--limit", "3", "--name", name, "--", "true")
 				cli.expect(exitUsage, "", "--limit must be", "run", "--limit", "-1", "--name", name, "--", "true")
+
+				// status shows the permits held against the limit, and a
+				// read/write lock's readers.
+				rwName := testdb.Name(t)
+				reader, err := locker.Readers().TryAcquire(ctx, rwName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				table := cli.expect(0, "", "", "status")
+				if !regexp.MustCompile(`(?m)^SEMAPHORE +PERMITS HELD\n(.*\n)*`+regexp.QuoteMeta(name)+` +2/2$`).MatchString(table) ||
+					!regexp.MustCompile(`(?m)^READ/WRITE LOCK +READERS +WRITER\n(.*\n)*`+regexp.QuoteMeta(rwName)+` +1 +-$`).MatchString(table) {
+					t.Errorf("status does not show 2/2 permits of %s and 1 reader of %s:\n%s", name, rwName, table)
+				}
+				var rep statusReport
+				if err := json.Unmarshal([]byte(cli.expect(0, "", "", "status", "--json")), &rep); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Contains(rep.Semaphores, statusSemaphore{Name: name, Held: 2, Limit: 2}) ||
+					!slices.Contains(rep.RWLocks, statusRWLock{Name: rwName, Readers: 1}) {
+					t.Errorf("status --json shows semaphores %+v and read/write locks %+v; want %s 2 of 2 and %s 1 reader",
+						rep.Semaphores, rep.RWLocks, name, rwName)
+				}
+				_ = reader.Release(ctx)
 				_ = held.Release(ctx)
 				_ = other.Release(ctx)
 			})
@@ -417,8 +442,8 @@ func TestCLI(t *testing.T) {
 				// default grace (a minute), so reap must keep it.
 				insertLapsed(t, tg, name+"/recent", 1)
 				out := cli.expect(0, "", "", "reap")
-				var locks, waiters int
-				if _, err := fmt.Sscanf(out, "deleted %d lock rows and %d dead waiters\n", &locks, &waiters); err != nil || locks < 1 || waiters < 1 {
+				var locks, waiters, limits int
+				if _, err := fmt.Sscanf(out, "deleted %d lock rows, %d dead waiters and %d semaphore limits\n", &locks, &waiters, &limits); err != nil || locks < 1 || waiters < 1 {
 					t.Errorf("reap printed %q, want at least the lock row and waiter lapsed two hours ago deleted", out)
 				}
 				count := func(table, name string) int {
@@ -438,9 +463,28 @@ func TestCLI(t *testing.T) {
 				if n, m := count("dblock_locks", name+"/recent"), count("dblock_waiters", name+"/recent"); n != 1 || m != 1 {
 					t.Errorf("lock rows and waiters lapsed within the grace: %d, %d left, want 1, 1", n, m)
 				}
+				// A semaphore's permit, released: its slot row and its
+				// limit go too, and reap counts the limit.
+				semName := name + "/semaphore"
+				sem, err := locker.Semaphore(2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := sem.TryAcquire(ctx, semName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				slot := semName + rowlock.KindSeparator + "s" + fmt.Sprint(p.(*rowlock.Permit).Slot())
+				if n := count("dblock_locks", slot); n != 1 {
+					t.Fatalf("%d rows %q: not the permit's slot row", n, slot)
+				}
+				_ = p.Release(ctx)
 				out = cli.expect(0, "", "", "reap", "--grace", "0")
-				if !strings.HasPrefix(out, "deleted ") || strings.HasPrefix(out, "deleted 0 ") {
-					t.Errorf("reap --grace 0 printed %q, want the released rows deleted", out)
+				if _, err := fmt.Sscanf(out, "deleted %d lock rows, %d dead waiters and %d semaphore limits\n", &locks, &waiters, &limits); err != nil || locks < 2 || limits < 1 {
+					t.Errorf("reap --grace 0 printed %q, want the released rows (a permit's among them) and a semaphore limit deleted", out)
+				}
+				if n, m := count("dblock_locks", slot), count("dblock_semaphores", semName); n != 0 || m != 0 {
+					t.Errorf("after reap --grace 0: %d slot rows and %d limits of a semaphore with no permit held left", n, m)
 				}
 			})
 		})

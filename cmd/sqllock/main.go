@@ -9,7 +9,10 @@
 //
 // The database comes from --dsn or SQLLOCK_DSN, as a URL:
 // postgres://user:password@host:5432/db?sslmode=disable or
-// mysql://user:password@host:3306/db?tls=true.
+// mysql://user:password@host:3306/db?tls=true; or as sqlite:FILE
+// (sqlite:locks.db, sqlite:/var/lib/locks.db or sqlite:///var/lib/locks.db)
+// for processes of one host sharing that file, which is created if missing
+// and whose tables run creates itself. There is no default database.
 //
 // Exit codes (sysexits.h where one fits):
 //
@@ -155,10 +158,12 @@ func findCommand(name string) *command {
 const dsnHelp = `The database is given with --dsn or the SQLLOCK_DSN environment variable:
   postgres://user:password@host:5432/dbname?sslmode=disable
   mysql://user:password@host:3306/dbname?tls=true
-  (mysql://user@localhost/dbname?socket=/run/mysqld/mysqld.sock for a socket)`
+  (mysql://user@localhost/dbname?socket=/run/mysqld/mysqld.sock for a socket)
+  sqlite:/path/to/locks.db   (one host only: the processes sharing that file;
+                              run and migrate up create it and its tables)`
 
 func topUsage(w io.Writer) {
-	fmt.Fprint(w, `sqllock: distributed locks in PostgreSQL or MySQL/MariaDB
+	fmt.Fprint(w, `sqllock: distributed locks in PostgreSQL or MySQL/MariaDB (or SQLite, on one host)
 
 Usage:
   sqllock [--dsn DSN] <command> [flags] [arguments]

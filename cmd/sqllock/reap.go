@@ -17,7 +17,9 @@ var reapCommand = &command{
 	usage:   "[--grace D] [--batch N]",
 	help: `
 reap deletes lock rows whose lease lapsed more than --grace ago (released locks
-keep their row until then) and waiters that stopped heartbeating, in batches of
+keep their row until then; semaphores' permits and read/write locks' rows are
+lock rows too), the limits recorded for semaphores with no permit held, and
+waiters that stopped heartbeating, in batches of
 short transactions, so applications keep taking locks meanwhile. It never
 deletes a lock that is held. Only one reaper runs at a time; when another one
 is sweeping, reap says so and exits 0. Applications can run the same sweep on a
@@ -62,8 +64,8 @@ func runReap(inv *invocation, grace time.Duration, batch int, verbose bool) erro
 	switch {
 	case res.Skipped:
 		fmt.Fprintln(inv.stdout, "another reaper is sweeping this database now; nothing done")
-	case err == nil || res.Locks > 0 || res.Waiters > 0:
-		fmt.Fprintf(inv.stdout, "deleted %d lock rows and %d dead waiters\n", res.Locks, res.Waiters)
+	case err == nil || res.Locks > 0 || res.Waiters > 0 || res.Semaphores > 0:
+		fmt.Fprintf(inv.stdout, "deleted %d lock rows, %d dead waiters and %d semaphore limits\n", res.Locks, res.Waiters, res.Semaphores)
 	}
 	return err
 }

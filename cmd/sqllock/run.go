@@ -17,6 +17,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
+	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -102,11 +103,19 @@ func runLocked(inv *invocation, o runOptions) error {
 	}
 
 	ctx := context.Background()
-	db, _, err := inv.connect(ctx)
+	db, dialect, err := inv.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if dialect == dblock.SQLite {
+		// An SQLite file is the lock store of this host alone, shared
+		// with no other schema owner: run creates (or upgrades) its
+		// tables, so the first command on a new file works.
+		if err := migrations.Up(ctx, db, migrations.WithDialect(dialect)); err != nil {
+			return err
+		}
+	}
 	// Renewal failures and the loss of the lock are worth a line in the
 	// crontab's mail.
 	level := slog.LevelWarn

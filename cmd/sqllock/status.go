@@ -23,9 +23,11 @@ var statusCommand = &command{
 status lists the locks that are taken now, by the database clock: their name,
 holder (host:pid and owner id), fencing token, hold count (0 for a lock
 released early that stays taken until its --min-hold has passed), how long it
-has been held and when its lease runs out unless renewed. Then the processes
-waiting in line for fair locks. --json prints the same as one JSON object
-(durations in milliseconds).`,
+has been held and when its lease runs out unless renewed. Then the semaphores
+with permits held (held/limit), the read/write locks taken (readers, and
+whether a writer holds the lock or waits for the readers to leave), and the
+processes waiting in line for fair locks. --json prints the same as one JSON
+object (durations in milliseconds).`,
 	interspersed: true,
 	flags: func(fs *flag.FlagSet) func(*invocation) error {
 		asJSON := fs.Bool("json", false, "print JSON instead of tables")
@@ -55,9 +57,27 @@ type statusWaiter struct {
 	WaitingForMS int64  `json:"waiting_for_ms"`
 }
 
+// statusSemaphore is a semaphore with permits held.
+type statusSemaphore struct {
+	Name string `json:"name"`
+	Held int    `json:"held"`
+	// Limit is 0 when none is recorded (reaped as the last permit lapsed).
+	Limit int `json:"limit"`
+}
+
+// statusRWLock is a read/write lock taken.
+type statusRWLock struct {
+	Name    string `json:"name"`
+	Readers int    `json:"readers"`
+	// Writer is "holding", "waiting" (for the readers to leave) or "".
+	Writer string `json:"writer"`
+}
+
 type statusReport struct {
-	Locks   []statusLock   `json:"locks"`
-	Waiters []statusWaiter `json:"waiters"`
+	Locks      []statusLock      `json:"locks"`
+	Semaphores []statusSemaphore `json:"semaphores"`
+	RWLocks    []statusRWLock    `json:"rw_locks"`
+	Waiters    []statusWaiter    `json:"waiters"`
 	// Reapable counts what `sqllock reap --grace 0` would delete.
 	LapsedLocks int `json:"lapsed_locks"`
 	DeadWaiters int `json:"dead_waiters"`
@@ -95,10 +115,27 @@ func runStatus(inv *invocation, asJSON bool, limit int) error {
 }
 
 func readStatus(ctx context.Context, locker *rowlock.Locker, limit int) (statusReport, error) {
-	rep := statusReport{Locks: []statusLock{}, Waiters: []statusWaiter{}}
+	rep := statusReport{Locks: []statusLock{}, Semaphores: []statusSemaphore{}, RWLocks: []statusRWLock{}, Waiters: []statusWaiter{}}
 	locks, err := locker.Locks(ctx, limit)
 	if err != nil {
 		return rep, err
+	}
+	sems, rws, err := locker.HeldKinds(ctx, locks)
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range sems {
+		rep.Semaphores = append(rep.Semaphores, statusSemaphore(s))
+	}
+	for _, rw := range rws {
+		writer := ""
+		switch {
+		case rw.Writer && rw.Readers > 0:
+			writer = "waiting"
+		case rw.Writer:
+			writer = "holding"
+		}
+		rep.RWLocks = append(rep.RWLocks, statusRWLock{Name: rw.Name, Readers: rw.Readers, Writer: writer})
 	}
 	for _, l := range locks {
 		rep.Locks = append(rep.Locks, statusLock{
@@ -135,6 +172,35 @@ func printStatus(w io.Writer, rep statusReport, limit int) {
 		}
 		if len(rep.Locks) == limit {
 			fmt.Fprintf(tw, "(the first %d; pass --limit for more)\n", limit)
+		}
+	}
+	if len(rep.Semaphores) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "SEMAPHORE\tPERMITS HELD")
+		for _, sem := range rep.Semaphores {
+			limit := "?"
+			if sem.Limit > 0 {
+				limit = fmt.Sprint(sem.Limit)
+			}
+			fmt.Fprintf(tw, "%s\t%d/%s\n", printable(sem.Name), sem.Held, limit)
+		}
+	}
+	if len(rep.RWLocks) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "READ/WRITE LOCK\tREADERS\tWRITER")
+		for _, rw := range rep.RWLocks {
+			writer := rw.Writer
+			if writer == "waiting" {
+				writer = "waiting for the readers"
+			} else if writer == "" {
+				writer = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", printable(rw.Name), rw.Readers, writer)
+		}
+	}
+	if len(rep.Semaphores) > 0 || len(rep.RWLocks) > 0 {
+		if len(rep.Locks) == limit {
+			fmt.Fprintf(tw, "(counted over the first %d lock rows; pass --limit for more)\n", limit)
 		}
 	}
 	fmt.Fprintln(tw)

@@ -32,7 +32,7 @@ func TestUsage(t *testing.T) {
 		{args: []string{"status"}, code: exitUsage, stderr: "no database given: pass --dsn or set SQLLOCK_DSN"},
 		{args: []string{"status", "extra"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "takes no arguments"},
 		{args: []string{"status", "--limit", "0"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "--limit"},
-		{args: []string{"--dsn", "redis://localhost", "status"}, code: exitUsage, stderr: "use postgres:// or mysql://"},
+		{args: []string{"--dsn", "redis://localhost", "status"}, code: exitUsage, stderr: "use postgres://, mysql:// or sqlite:FILE"},
 		{args: []string{"status", "--dsn", "localhost:5432"}, code: exitUsage, stderr: "must be a URL"},
 		{args: []string{"--dsn", "postgres://u:secret@127.0.0.1:99999/x", "status"}, code: exitUsage, stderr: "invalid port"},
 		{args: []string{"--dsn", "mysql://u:secret@127.0.0.1:1/x", "status"}, code: exitUnavailable, stderr: "cannot connect to mysql at 127.0.0.1:1"},

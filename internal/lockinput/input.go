@@ -91,3 +91,11 @@ func OwnerFor(ctx context.Context) (dblock.Owner, error) {
 	}
 	return o, nil
 }
+
+// CheckLimit checks a semaphore's limit against the package's maximum.
+func CheckLimit(limit, maximum int) error {
+	if limit < 1 || limit > maximum {
+		return &dblock.OptionError{Option: "limit", Reason: fmt.Sprintf("must be 1 to %d, got %d", maximum, limit)}
+	}
+	return nil
+}

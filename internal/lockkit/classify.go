@@ -83,6 +83,9 @@ func ClassifyError(err error) ErrorClass {
 		// contention above: either way the lock was not obtained.
 		return ClassOther
 	}
+	if class, ok := classifySQLite(err); ok {
+		return class
+	}
 	// database/sql does not export its "database is closed" error.
 	if strings.Contains(err.Error(), "sql: database is closed") {
 		return ClassClosed

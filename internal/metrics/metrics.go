@@ -4,8 +4,9 @@
 // follows otel.SetMeterProvider even when called later), and what is built
 // on it (its fair queue, the reaper) records through the same one (Of).
 //
-// Attributes are bounded: the lock kind, the outcome, a cause from a fixed
-// list; never a lock name.
+// Attributes are bounded: the lock kind (the implementation: rowlock,
+// forupdate), the lock type (mutex, semaphore, read, write, multi), the
+// outcome, a cause from a fixed list; never a lock name.
 package metrics
 
 import (
@@ -37,6 +38,7 @@ const (
 // Attribute keys.
 const (
 	KeyKind        = attribute.Key("sqllock.lock.kind")       // rowlock, forupdate
+	KeyType        = attribute.Key("sqllock.lock.type")       // see the LockType constants
 	KeyMode        = attribute.Key("sqllock.acquire.mode")    // wait, try
 	KeyResult      = attribute.Key("sqllock.acquire.result")  // acquired, not_acquired, error
 	KeyEnd         = attribute.Key("sqllock.lock.end")        // released, lost
@@ -45,6 +47,27 @@ const (
 	KeyWakeup      = attribute.Key("sqllock.wakeup.mode")     // notified, polling
 	KeyTable       = attribute.Key("sqllock.reaper.table")    // locks, waiters
 	KeySweepResult = attribute.Key("sqllock.reaper.result")   // swept, skipped, failed
+)
+
+// LockType is what kind of lock a measurement is about, whatever its
+// implementation (KeyKind).
+type LockType string
+
+// Lock types.
+const (
+	// TypeMutex: a lock of one holder (Locker.Acquire), also what
+	// instruments record unless told otherwise (Instruments.As).
+	TypeMutex LockType = "mutex"
+	// TypeSemaphore: a permit of a counting semaphore.
+	TypeSemaphore LockType = "semaphore"
+	// TypeRead and TypeWrite: the shared and the exclusive side of a
+	// read/write lock.
+	TypeRead  LockType = "read"
+	TypeWrite LockType = "write"
+	// TypeMulti: several names held together (AcquireAll). Its
+	// acquisitions count once per call; its holds, losses and renewal
+	// failures once per name, each name being a lock of its own.
+	TypeMulti LockType = "multi"
 )
 
 // Cause is why a lock was lost.
@@ -109,6 +132,7 @@ type Instruments struct {
 	reaperSweeps    metric.Int64Counter
 
 	kind attribute.KeyValue
+	typ  attribute.KeyValue // KeyType
 }
 
 // New creates the instruments of kind (rowlock, forupdate) on mp's meter.
@@ -118,7 +142,7 @@ func New(mp metric.MeterProvider, kind string) (*Instruments, error) {
 		return nil, errors.New("nil metric.MeterProvider")
 	}
 	m := mp.Meter(ScopeName)
-	in := &Instruments{kind: KeyKind.String(kind)}
+	in := &Instruments{kind: KeyKind.String(kind), typ: KeyType.String(string(TypeMutex))}
 	var errs [9]error
 	in.acquisitions, errs[0] = m.Int64Counter(NameAcquisitions, metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Acquire and TryAcquire calls, by outcome."))
@@ -146,6 +170,16 @@ func New(mp metric.MeterProvider, kind string) (*Instruments, error) {
 	return in, nil
 }
 
+// As returns instruments that record the same measurements through the
+// same instruments, for locks of type t: the lock measurements (Acquisition,
+// Held, Lost, RenewalFailed, Waiting) carry KeyType t. The Locker-wide ones
+// (Wakeup, Sweep) carry no type.
+func (in *Instruments) As(t LockType) *Instruments {
+	c := *in
+	c.typ = KeyType.String(string(t))
+	return &c
+}
+
 // Mode is how an acquisition was asked for.
 type Mode string
 
@@ -167,7 +201,7 @@ const (
 
 // Acquisition records an Acquire or TryAcquire call, and how long it took.
 func (in *Instruments) Acquisition(ctx context.Context, mode Mode, result Result, took time.Duration) {
-	attrs := metric.WithAttributes(in.kind, KeyMode.String(string(mode)), KeyResult.String(string(result)))
+	attrs := metric.WithAttributes(in.kind, in.typ, KeyMode.String(string(mode)), KeyResult.String(string(result)))
 	in.acquisitions.Add(ctx, 1, attrs)
 	in.waitDuration.Record(ctx, took.Seconds(), attrs)
 }
@@ -178,23 +212,23 @@ func (in *Instruments) Held(ctx context.Context, held time.Duration, lost bool) 
 	if lost {
 		end = "lost"
 	}
-	in.holdDuration.Record(ctx, held.Seconds(), metric.WithAttributes(in.kind, KeyEnd.String(end)))
+	in.holdDuration.Record(ctx, held.Seconds(), metric.WithAttributes(in.kind, in.typ, KeyEnd.String(end)))
 }
 
 // Lost records a lock lost for cause.
 func (in *Instruments) Lost(ctx context.Context, cause Cause) {
-	in.lost.Add(ctx, 1, metric.WithAttributes(in.kind, KeyCause.String(string(cause))))
+	in.lost.Add(ctx, 1, metric.WithAttributes(in.kind, in.typ, KeyCause.String(string(cause))))
 }
 
 // RenewalFailed records a failed renewal.
 func (in *Instruments) RenewalFailed(ctx context.Context) {
-	in.renewalFailures.Add(ctx, 1, metric.WithAttributes(in.kind))
+	in.renewalFailures.Add(ctx, 1, metric.WithAttributes(in.kind, in.typ))
 }
 
 // Waiting adds delta (1 when a wait starts, -1 when it ends) to the
 // waiters of fair or unfair locks.
 func (in *Instruments) Waiting(ctx context.Context, fair bool, delta int64) {
-	in.waiters.Add(ctx, delta, metric.WithAttributes(in.kind, KeyFair.Bool(fair)))
+	in.waiters.Add(ctx, delta, metric.WithAttributes(in.kind, in.typ, KeyFair.Bool(fair)))
 }
 
 // WakeupMode is how a Locker's waiters learn of releases.
@@ -202,7 +236,7 @@ type WakeupMode string
 
 // Wake-up modes.
 const (
-	WakeupNotified WakeupMode = "notified" // PostgreSQL LISTEN/NOTIFY
+	WakeupNotified WakeupMode = "notified" // PostgreSQL LISTEN/NOTIFY, MySQL doorbells
 	WakeupPolling  WakeupMode = "polling"
 )
 

@@ -8,10 +8,11 @@ import (
 
 func TestChosenDialects(t *testing.T) {
 	for env, want := range map[string][]string{
-		"":                  {"mysql", "postgres"},
-		"  ":                {"mysql", "postgres"},
+		"":                  {"mysql", "postgres", "sqlite"},
+		"  ":                {"mysql", "postgres", "sqlite"},
 		"postgres":          {"postgres"},
 		"mysql":             {"mysql"},
+		"sqlite":            {"sqlite"},
 		"postgres, mysql":   {"mysql", "postgres"},
 		"postgres,postgres": {"postgres"},
 	} {
@@ -26,7 +27,7 @@ func TestChosenDialects(t *testing.T) {
 		}
 	}
 	// A typo or a stray comma must fail the run, not test nothing.
-	for _, env := range []string{"postgresql", "postgres,", "mariadb", ","} {
+	for _, env := range []string{"postgresql", "postgres,", "mariadb", ",", "sqlite3"} {
 		t.Setenv(dialectsEnv, env)
 		if chosen, err := chosenDialects(); err == nil {
 			t.Errorf("%s=%q chose %v, want an error", dialectsEnv, env, chosen)

@@ -21,6 +21,9 @@ import (
 // migrations.Up on it. For tests that sweep or drop whole tables, or need
 // their own server settings, without disturbing the shared tables other
 // packages' tests use at the same time.
+//
+// On SQLite, where every test has a file of its own already, it is an
+// empty file beside it (prefix.db), and params must be empty.
 func Isolated(t testing.TB, tg Target, prefix string, params map[string]string) (Target, string) {
 	t.Helper()
 	var b [6]byte
@@ -28,6 +31,14 @@ func Isolated(t testing.TB, tg Target, prefix string, params map[string]string) 
 	// The prefix is the test's own constant and the rest hex: a plain
 	// identifier, safe to put in the statements below.
 	name := prefix + "_" + hex.EncodeToString(b[:])
+	if tg.Dialect == dblock.SQLite {
+		if len(params) > 0 {
+			t.Fatalf("testdb: Isolated: SQLite takes no params (got %v)", params)
+		}
+		tg.DSN = sqliteDSN(t, name+".db")
+		tg.DB = Open(t, tg, tg.DSN)
+		return tg, name
+	}
 	create, drop := `CREATE SCHEMA `+name, `DROP SCHEMA IF EXISTS `+name+` CASCADE`
 	if tg.Dialect == dblock.MySQL {
 		create, drop = `CREATE DATABASE `+name, `DROP DATABASE IF EXISTS `+name

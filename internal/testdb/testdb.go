@@ -8,10 +8,13 @@
 // SQLLOCK_NO_CONTAINERS is set); when that fails too, the test fails with a
 // message saying which server to start or which variable to set. It never
 // skips: a suite that passes without a database has tested nothing.
-// SQLLOCK_TEST_DIALECTS=postgres (or mysql) is the one way to test a single
-// database, chosen on purpose; the tests then log the one left out.
+// SQLLOCK_TEST_DIALECTS=postgres (or mysql, or sqlite) is the one way to
+// test a single database, chosen on purpose; the tests then log the ones
+// left out. SQLite needs no server: each test gets a file of its own
+// (SQLite, AllTargets).
 //
-// Behaviour tests run over both databases:
+// Behaviour tests run over both databases, or, when the behaviour needs no
+// server feature, over SQLite too (AllTargets):
 //
 //	for _, tg := range testdb.Targets(t) {
 //		t.Run(tg.Name, func(t *testing.T) {
@@ -117,8 +120,8 @@ var sources = []*source{
 // Targets returns both databases, connected and migrated once per test
 // binary. It fails the test (never skips) when either cannot be had.
 //
-// SQLLOCK_TEST_DIALECTS ("postgres", "mysql", or both, comma-separated)
-// narrows that to the databases it names, for a run that means to test one
+// SQLLOCK_TEST_DIALECTS ("postgres", "mysql", "sqlite", or several,
+// comma-separated) narrows that to the databases it names, for a run that means to test one
 // database alone (the PostgreSQL version matrix, .ci/pg-matrix); each test
 // then logs which database it leaves out. Unset or empty, it is both.
 func Targets(t testing.TB) []Target {
@@ -155,12 +158,13 @@ func chosenDialects() (map[string]bool, error) {
 		for _, s := range sources {
 			chosen[s.name] = true
 		}
+		chosen[SQLiteName] = true
 		return chosen, nil
 	}
 	for name := range strings.SplitSeq(v, ",") {
 		name = strings.TrimSpace(name)
-		if !slices.ContainsFunc(sources, func(s *source) bool { return s.name == name }) {
-			return nil, fmt.Errorf("%s=%q: unknown database %q (want postgres, mysql, or both, comma-separated)", dialectsEnv, v, name)
+		if name != SQLiteName && !slices.ContainsFunc(sources, func(s *source) bool { return s.name == name }) {
+			return nil, fmt.Errorf("%s=%q: unknown database %q (want postgres, mysql, sqlite, or several, comma-separated)", dialectsEnv, v, name)
 		}
 		chosen[name] = true
 	}

@@ -3,6 +3,7 @@ package torture_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,32 @@ func start(pid int, hold int64, name string, token, at int64) record {
 func end(pid int, hold int64, name string, token, at int64) record {
 	return record{Kind: "end", Pid: pid, Hold: hold, Name: name, Token: token, At: at}
 }
+
+// permit is a semaphore permit's hold of slot, [from, to], by pid.
+func permit(pid int, name string, slot int, token, from, to int64) []record {
+	s, e := start(pid, 1, name, token, from), end(pid, 1, name, token, to)
+	s.Slot, e.Slot = slot, slot
+	return []record{s, e}
+}
+
+// rwHold is a read/write lock's hold, [from, to], by pid: a write hold
+// when write is set.
+func rwHold(pid int, name string, write bool, token, from, to int64) []record {
+	s, e := start(pid, 1, name, token, from), end(pid, 1, name, token, to)
+	s.Write, e.Write = write, write
+	return []record{s, e}
+}
+
+// multiHold is a multi-lock's hold of names with tokens, [from, to], by
+// pid: Name and Token as MultiLock has them.
+func multiHold(pid int, names []string, tokens []int64, from, to int64) []record {
+	name, token := strings.Join(names, ","), slices.Max(tokens)
+	s := start(pid, 1, name, token, from)
+	s.Names, s.Tokens = names, tokens
+	return []record{s, end(pid, 1, name, token, to)}
+}
+
+func concat(parts ...[]record) []record { return slices.Concat(parts...) }
 
 // The checker must catch what it is there to catch, and pass what is
 // consistent.
@@ -115,6 +142,186 @@ func TestCheckFindsViolations(t *testing.T) {
 			recs: []record{start(1, 1, "a", 1, 10), end(1, 1, "a", 2, 20)},
 			want: []string{"ended as a token 2"},
 		},
+		// Semaphores (kind semaphore, semLimit permits).
+		{
+			name: "semaphore: as many holders as permits",
+			recs: concat(
+				permit(1, "semaphore/a", 0, 1, 10, 50), permit(2, "semaphore/a", 1, 1, 11, 50),
+				permit(3, "semaphore/a", 2, 1, 12, 50), permit(4, "semaphore/a", 0, 2, 51, 60),
+			),
+		},
+		{
+			name: "semaphore: one holder more than permits",
+			recs: concat(
+				permit(1, "semaphore/a", 0, 1, 10, 50), permit(2, "semaphore/a", 1, 1, 11, 50),
+				permit(3, "semaphore/a", 2, 1, 12, 50), permit(4, "semaphore/a", 0, 2, 50, 60),
+			),
+			want: []string{"semaphore/a slot 0: holds overlap", "4 holders at 50, more than the limit 3"},
+		},
+		{
+			// Every slot a mutex of its own, and yet too many at once: a
+			// holder that believed in a slot beyond the limit.
+			name: "semaphore: a slot beyond the limit",
+			recs: concat(
+				permit(1, "semaphore/a", 0, 1, 10, 50), permit(2, "semaphore/a", 1, 1, 11, 50),
+				permit(3, "semaphore/a", 2, 1, 12, 50), permit(4, "semaphore/a", 3, 1, 13, 60),
+			),
+			want: []string{"in slot 3, beyond the limit 3", "4 holders at 13"},
+		},
+		{
+			name: "semaphore: two holders of one slot",
+			recs: concat(permit(1, "semaphore/a", 1, 1, 10, 50), permit(2, "semaphore/a", 1, 2, 40, 60)),
+			want: []string{"semaphore/a slot 1: holds overlap"},
+		},
+		{
+			name: "semaphore: a slot's token went back",
+			recs: concat(permit(1, "semaphore/a", 1, 5, 10, 20), permit(2, "semaphore/a", 1, 4, 30, 40)),
+			want: []string{"semaphore/a slot 1: token 4 (pid 2, from 30) after token 5"},
+		},
+		{
+			// A rowlock permit's token is its slot's: two slots may share one.
+			name: "semaphore: two slots with one token",
+			recs: concat(permit(1, "semaphore/a", 0, 1, 10, 50), permit(2, "semaphore/a", 1, 1, 11, 50)),
+		},
+		// forupdate's semaphores (kind forupdate-semaphore): as semaphores,
+		// and a token is never handed out twice, in any slot.
+		{
+			name: "forupdate semaphore: as many holders as permits, tokens distinct",
+			recs: concat(
+				permit(1, "forupdate-semaphore/a", 0, 1, 10, 50), permit(2, "forupdate-semaphore/a", 1, 2, 11, 50),
+				permit(3, "forupdate-semaphore/a", 2, 3, 12, 50), permit(4, "forupdate-semaphore/a", 1, 4, 51, 60),
+			),
+		},
+		{
+			name: "forupdate semaphore: one holder more than permits",
+			recs: concat(
+				permit(1, "forupdate-semaphore/a", 0, 1, 10, 50), permit(2, "forupdate-semaphore/a", 1, 2, 11, 50),
+				permit(3, "forupdate-semaphore/a", 2, 3, 12, 50), permit(4, "forupdate-semaphore/a", 3, 4, 13, 60),
+			),
+			want: []string{"in slot 3, beyond the limit 3", "4 holders at 13"},
+		},
+		{
+			name: "forupdate semaphore: two slots with one token at once",
+			recs: concat(permit(1, "forupdate-semaphore/a", 0, 7, 10, 50), permit(2, "forupdate-semaphore/a", 1, 7, 11, 50)),
+			want: []string{"forupdate-semaphore/a: token 7 twice: slot 0 (pid 1, from 10) and slot 1 (pid 2, from 11)"},
+		},
+		{
+			// One after the other, in different slots: the later permit's
+			// token was drawn after the earlier was released.
+			name: "forupdate semaphore: a token handed out again in another slot",
+			recs: concat(permit(1, "forupdate-semaphore/a", 0, 7, 10, 20), permit(2, "forupdate-semaphore/a", 2, 7, 30, 40)),
+			want: []string{"token 7 twice"},
+		},
+		{
+			name: "forupdate semaphore: a slot's token went back",
+			recs: concat(permit(1, "forupdate-semaphore/a", 1, 5, 10, 20), permit(2, "forupdate-semaphore/a", 1, 4, 30, 40)),
+			want: []string{"forupdate-semaphore/a slot 1: token 4 (pid 2, from 30) after token 5"},
+		},
+		// Read/write locks (kind rw).
+		{
+			name: "rw: readers together, writers alone",
+			recs: concat(
+				rwHold(1, "rw/a", false, 0, 10, 50), rwHold(2, "rw/a", false, 0, 20, 40),
+				rwHold(3, "rw/a", true, 1, 51, 60),
+				rwHold(4, "rw/a", false, 1, 61, 70), rwHold(5, "rw/a", false, 1, 62, 80),
+			),
+		},
+		{
+			name: "rw: a writer among readers",
+			recs: concat(rwHold(1, "rw/a", false, 0, 10, 50), rwHold(2, "rw/a", true, 1, 30, 40)),
+			want: []string{"a writer with another holder: reader token 0 (pid 1) believed [10, 50], writer token 1"},
+		},
+		{
+			name: "rw: a reader under a writer",
+			recs: concat(rwHold(1, "rw/a", true, 1, 10, 50), rwHold(2, "rw/a", false, 1, 30, 40)),
+			want: []string{"a writer with another holder: writer token 1 (pid 1) believed [10, 50], reader token 1"},
+		},
+		{
+			name: "rw: two writers",
+			recs: concat(rwHold(1, "rw/a", true, 1, 10, 50), rwHold(2, "rw/a", true, 2, 50, 60)),
+			want: []string{"a writer with another holder: writer token 1"},
+		},
+		{
+			name: "rw: a writer's token not above an earlier reader's",
+			recs: concat(rwHold(1, "rw/a", false, 7, 10, 20), rwHold(2, "rw/a", true, 7, 30, 40)),
+			want: []string{"writer token 7 (pid 2, from 30) not above 7"},
+		},
+		{
+			name: "rw: a reader's token below an earlier writer's",
+			recs: concat(rwHold(1, "rw/a", true, 7, 10, 20), rwHold(2, "rw/a", false, 6, 30, 40)),
+			want: []string{"reader token 6 (pid 2, from 30) below 7"},
+		},
+		// forupdate's read/write locks (kind forupdate-rw): as rowlock's.
+		{
+			// PostgreSQL and MariaDB: readers draw tokens of their own.
+			name: "forupdate rw: readers with tokens of their own",
+			recs: concat(
+				rwHold(1, "forupdate-rw/a", true, 4, 10, 20),
+				rwHold(2, "forupdate-rw/a", false, 5, 21, 50), rwHold(3, "forupdate-rw/a", false, 6, 22, 40),
+				rwHold(4, "forupdate-rw/a", true, 7, 51, 60),
+			),
+		},
+		{
+			// MySQL 8.0: readers share the last writer's token (0 before
+			// the first).
+			name: "forupdate rw: readers with the last writer's token",
+			recs: concat(
+				rwHold(1, "forupdate-rw/a", false, 0, 5, 8),
+				rwHold(2, "forupdate-rw/a", true, 4, 10, 20),
+				rwHold(3, "forupdate-rw/a", false, 4, 21, 50), rwHold(4, "forupdate-rw/a", false, 4, 22, 40),
+				rwHold(5, "forupdate-rw/a", true, 7, 51, 60),
+			),
+		},
+		{
+			name: "forupdate rw: a writer among readers",
+			recs: concat(rwHold(1, "forupdate-rw/a", false, 5, 10, 50), rwHold(2, "forupdate-rw/a", true, 6, 30, 40)),
+			want: []string{"forupdate-rw/a: a writer with another holder: reader token 5 (pid 1) believed [10, 50], writer token 6"},
+		},
+		{
+			name: "forupdate rw: a writer's token not above an earlier reader's",
+			recs: concat(rwHold(1, "forupdate-rw/a", false, 8, 10, 20), rwHold(2, "forupdate-rw/a", true, 7, 30, 40)),
+			want: []string{"writer token 7 (pid 2, from 30) not above 8"},
+		},
+		{
+			name: "forupdate rw: a reader's token below an earlier writer's",
+			recs: concat(rwHold(1, "forupdate-rw/a", true, 7, 10, 20), rwHold(2, "forupdate-rw/a", false, 6, 30, 40)),
+			want: []string{"reader token 6 (pid 2, from 30) below 7"},
+		},
+		// Multi-locks (kind multi), among themselves and with plain locks
+		// of their names.
+		{
+			name: "multi: disjoint sets at once, then a set over both",
+			recs: concat(
+				multiHold(1, []string{"multi/a", "multi/b"}, []int64{1, 1}, 10, 50),
+				multiHold(2, []string{"multi/c"}, []int64{1}, 10, 50),
+				multiHold(3, []string{"multi/a", "multi/c"}, []int64{2, 2}, 51, 60),
+				[]record{start(4, 1, "multi/b", 2, 51), end(4, 1, "multi/b", 2, 60)},
+			),
+		},
+		{
+			name: "multi: two sets that share a name at once",
+			recs: concat(
+				multiHold(1, []string{"multi/a", "multi/b"}, []int64{1, 1}, 10, 50),
+				multiHold(2, []string{"multi/b", "multi/c"}, []int64{2, 1}, 40, 60),
+			),
+			want: []string{"multi/b: holds overlap"},
+		},
+		{
+			name: "multi: a set and a plain lock of one of its names at once",
+			recs: concat(
+				multiHold(1, []string{"multi/a", "multi/b"}, []int64{1, 1}, 10, 50),
+				[]record{start(2, 1, "multi/a", 2, 30), end(2, 1, "multi/a", 2, 60)},
+			),
+			want: []string{"multi/a: holds overlap"},
+		},
+		{
+			name: "multi: one name's token went back",
+			recs: concat(
+				multiHold(1, []string{"multi/a", "multi/b"}, []int64{5, 1}, 10, 20),
+				multiHold(2, []string{"multi/a", "multi/b"}, []int64{4, 2}, 30, 40),
+			),
+			want: []string{"multi/a: token 4 (pid 2, from 30) after token 5"},
+		},
 		{
 			name: "duplicate record",
 			recs: []record{start(1, 1, "a", 1, 10), end(1, 1, "a", 1, 20), end(1, 1, "a", 1, 20)},
@@ -158,6 +365,7 @@ func TestParseLedger(t *testing.T) {
 		{name: "killed, empty line in the middle", data: rec1 + "\n\n" + rec2 + "\n", killed: true, err: "line 2"},
 		{name: "unknown field", data: `{"kind":"start","hold":1,"pid":7,"name":"a","token":3,"at":100,"x":1}` + "\n", err: "unknown field"},
 		{name: "unknown kind", data: `{"kind":"middle","hold":1,"pid":7,"name":"a","token":3,"at":100}` + "\n", err: "not a well-formed record"},
+		{name: "multi-lock names without their tokens", data: `{"kind":"start","hold":1,"pid":7,"name":"a,b","token":3,"at":100,"names":["a","b"],"tokens":[3]}` + "\n", err: "not a well-formed record"},
 		{name: "two records on a line", data: rec1 + rec2 + "\n", err: "more than one record"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,10 @@
 // Package torture holds sqllock's torture suite (torture_test.go): on each
 // database, worker processes (worker_test.go), several goroutines each,
-// hammer a few lock names of every kind (rowlock unfair and fair,
-// forupdate) while a fault loop (faults_test.go) SIGKILLs workers,
+// hammer a few lock names of every kind (rowlock mutexes unfair and fair,
+// forupdate, rowlock semaphores, read/write locks and multi-name locks
+// taken with AcquireAll beside plain locks of the same names, forupdate's
+// semaphores and read/write locks; each worker spreads its holds evenly
+// over the kinds) while a fault loop (faults_test.go) SIGKILLs workers,
 // SIGSTOPs and SIGCONTs them (a holder paused past its lease, as by a long
 // GC pause), cuts every connection through a proxy, has the server kill
 // workers' sessions (pg_terminate_backend, KILL), always including those
@@ -29,10 +32,20 @@
 // Every holder keeps a ledger (ledger_test.go) of the database-clock
 // interval in which it believed it held a lock: a start record as soon as
 // the hold begins, an end record before it releases. Afterwards a checker
-// proves that no two intervals for a name overlap and that tokens only
+// proves that no two intervals for a mutex's name overlap and that tokens only
 // grew, counting a SIGKILLed holder's unfinished hold as held until it was
-// killed. The suite also requires every worker that was not killed to exit
-// cleanly, with holds recorded, no goroutine leaked and no acquisition
+// killed. Each kind is held to its own promise: a semaphore never has
+// more holders than its limit at once, and each of its permit slots is a
+// mutex with growing tokens (a forupdate semaphore's tokens, drawn from
+// one counter, are moreover never handed out twice, in any slot); a
+// read/write lock's (rowlock's or forupdate's) writer overlaps no other
+// holder, its token is above that of every hold begun before it, and a
+// reader's is at least that of every writer begun before it; a
+// multi-lock's hold is a hold of each of its names, checked as a mutex
+// against every other hold of that name, so none is ever seen held by two
+// owners. The checker's own test (check_test.go) feeds it ledgers that
+// break each of these. The suite also requires every worker that was not
+// killed to exit cleanly, with holds recorded, no goroutine leaked and no acquisition
 // failed with a server error that none of the faults explains (contention
 // that reached the caller, an error like MySQL's 1467, a read-only refusal
 // not reported as dblock.ErrReadOnly), every fault to have happened and

@@ -20,6 +20,15 @@ type record struct {
 
 	Name  string `json:"name"`
 	Token int64  `json:"token"`
+	// Slot is a semaphore permit's slot (Permit.Slot).
+	Slot int `json:"slot,omitempty"`
+	// Write marks a read/write lock's write hold; its other holds read.
+	Write bool `json:"write,omitempty"`
+	// Names and Tokens are a multi-lock's names and their tokens
+	// (MultiLock.Names, Tokens); Name and Token are then MultiLock.Name
+	// and Token.
+	Names  []string `json:"names,omitempty"`
+	Tokens []int64  `json:"tokens,omitempty"`
 	// At is, for a start, the first database-clock reading after Acquire
 	// returned, taken before Lock.Err was checked and found nil; for an end,
 	// the last such reading: the holder believed it held the lock from
@@ -94,7 +103,8 @@ func parseRecord(line []byte) (record, error) {
 	if dec.More() {
 		return r, fmt.Errorf("%q: more than one record", line)
 	}
-	if (r.Kind != "start" && r.Kind != "end") || r.Hold <= 0 || r.Pid <= 0 || r.Name == "" || r.At <= 0 {
+	if (r.Kind != "start" && r.Kind != "end") || r.Hold <= 0 || r.Pid <= 0 || r.Name == "" || r.At <= 0 ||
+		len(r.Names) != len(r.Tokens) || r.Slot < 0 {
 		return r, fmt.Errorf("%q: not a well-formed record", line)
 	}
 	return r, nil
@@ -120,6 +130,11 @@ type interval struct {
 	Token      int64
 	Start, End int64
 	Pid        int
+	// Slot, Write, Names and Tokens are the start record's: see record.
+	Slot   int
+	Write  bool
+	Names  []string
+	Tokens []int64
 	// Open: the holder was SIGKILLed before writing the end record, so it
 	// is taken to have believed until its kill time.
 	Open  bool
@@ -154,12 +169,12 @@ func intervals(recs []record, killedAt map[int]int64) ([]interval, []error) {
 	}
 	var out []interval
 	for k, s := range starts {
-		iv := interval{Name: s.Name, Token: s.Token, Start: s.At, Pid: s.Pid}
+		iv := interval{Name: s.Name, Token: s.Token, Start: s.At, Pid: s.Pid, Slot: s.Slot, Write: s.Write, Names: s.Names, Tokens: s.Tokens}
 		e, ended := ends[k]
 		switch {
 		case ended:
 			delete(ends, k)
-			if e.Name != s.Name || e.Token != s.Token {
+			if e.Name != s.Name || e.Token != s.Token || e.Slot != s.Slot || e.Write != s.Write {
 				errs = append(errs, fmt.Errorf("pid %d hold %d: started as %s token %d, ended as %s token %d", k.pid, k.hold, s.Name, s.Token, e.Name, e.Token))
 				continue
 			}
@@ -184,13 +199,19 @@ func intervals(recs []record, killedAt map[int]int64) ([]interval, []error) {
 	return out, errs
 }
 
-// check proves the intervals consistent: per name, no interval begins
-// before every earlier-starting one has ended, and tokens strictly grow in
-// the order the holds began.
+// check proves the intervals consistent, name by name, each as its kind
+// promises (kindOf): a multi-lock's hold counts as a hold of each of its
+// names, with that name's token, so that it is checked against every other
+// hold of the name, by multi-locks or plain locks; semaphores, see
+// checkSemaphore, and forupdate's see checkDistinctTokens too; read/write
+// locks, rowlock's and forupdate's, see checkRW; every other kind is a
+// mutex, see checkExclusive.
 func check(ivs []interval) []error {
 	byName := map[string][]interval{}
 	for _, iv := range ivs {
-		byName[iv.Name] = append(byName[iv.Name], iv)
+		for _, m := range members(iv) {
+			byName[m.Name] = append(byName[m.Name], m)
+		}
 	}
 	names := make([]string, 0, len(byName))
 	for name := range byName {
@@ -200,29 +221,201 @@ func check(ivs []interval) []error {
 	var errs []error
 	for _, name := range names {
 		es := byName[name]
-		sort.Slice(es, func(i, j int) bool {
-			if es[i].Start != es[j].Start {
-				return es[i].Start < es[j].Start
-			}
-			return es[i].Token < es[j].Token
-		})
-		latest := es[0] // the interval that ends last among those seen
-		for i := 1; i < len(es); i++ {
-			prev, cur := es[i-1], es[i]
-			if cur.Start <= latest.End {
-				errs = append(errs, fmt.Errorf("%s: holds overlap: token %d (pid %d) believed [%d, %d]%s, token %d (pid %d) from %d",
-					name, latest.Token, latest.Pid, latest.Start, latest.End, openNote(latest), cur.Token, cur.Pid, cur.Start))
-			}
-			if cur.Token <= prev.Token {
-				errs = append(errs, fmt.Errorf("%s: token %d (pid %d, from %d) after token %d (pid %d, from %d): did not grow",
-					name, cur.Token, cur.Pid, cur.Start, prev.Token, prev.Pid, prev.Start))
-			}
-			if cur.End > latest.End {
-				latest = cur
-			}
+		sortByStart(es)
+		switch kindOf(name) {
+		case kindSemaphore:
+			errs = append(errs, checkSemaphore(name, es)...)
+		case kindFUSemaphore:
+			errs = append(errs, checkSemaphore(name, es)...)
+			errs = append(errs, checkDistinctTokens(name, es)...)
+		case kindRW, kindFURW:
+			errs = append(errs, checkRW(name, es)...)
+		default:
+			errs = append(errs, checkExclusive(name, es)...)
 		}
 	}
 	return errs
+}
+
+// members are the holds a hold stands for: one per name of a multi-lock,
+// each with its own token; the hold itself otherwise.
+func members(iv interval) []interval {
+	if len(iv.Names) == 0 {
+		return []interval{iv}
+	}
+	out := make([]interval, len(iv.Names))
+	for i, name := range iv.Names {
+		m := iv
+		m.Name, m.Token, m.Names, m.Tokens = name, iv.Tokens[i], nil, nil
+		out[i] = m
+	}
+	return out
+}
+
+// sortByStart orders holds as they began, tokens breaking ties.
+func sortByStart(es []interval) {
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].Start != es[j].Start {
+			return es[i].Start < es[j].Start
+		}
+		return es[i].Token < es[j].Token
+	})
+}
+
+// checkExclusive proves the holds of a mutex (es, sorted by start; what
+// names it in errors) consistent: no hold begins before every
+// earlier-starting one has ended, and tokens strictly grow in the order
+// the holds began.
+func checkExclusive(what string, es []interval) []error {
+	var errs []error
+	latest := es[0] // the interval that ends last among those seen
+	for i := 1; i < len(es); i++ {
+		prev, cur := es[i-1], es[i]
+		if cur.Start <= latest.End {
+			errs = append(errs, fmt.Errorf("%s: holds overlap: token %d (pid %d) believed [%d, %d]%s, token %d (pid %d) from %d",
+				what, latest.Token, latest.Pid, latest.Start, latest.End, openNote(latest), cur.Token, cur.Pid, cur.Start))
+		}
+		if cur.Token <= prev.Token {
+			errs = append(errs, fmt.Errorf("%s: token %d (pid %d, from %d) after token %d (pid %d, from %d): did not grow",
+				what, cur.Token, cur.Pid, cur.Start, prev.Token, prev.Pid, prev.Start))
+		}
+		if cur.End > latest.End {
+			latest = cur
+		}
+	}
+	return errs
+}
+
+// checkSemaphore proves the permits of a semaphore of semLimit (es, sorted
+// by start) consistent: never more than semLimit holders at once, and each
+// slot (Permit.Slot, below the limit) a mutex of its own, tokens included.
+func checkSemaphore(name string, es []interval) []error {
+	var errs []error
+	bySlot := map[int][]interval{}
+	for _, iv := range es {
+		if iv.Slot >= semLimit {
+			errs = append(errs, fmt.Errorf("%s: token %d (pid %d, from %d) in slot %d, beyond the limit %d",
+				name, iv.Token, iv.Pid, iv.Start, iv.Slot, semLimit))
+		}
+		bySlot[iv.Slot] = append(bySlot[iv.Slot], iv)
+	}
+	slots := make([]int, 0, len(bySlot))
+	for slot := range bySlot {
+		slots = append(slots, slot)
+	}
+	sort.Ints(slots)
+	for _, slot := range slots {
+		errs = append(errs, checkExclusive(fmt.Sprintf("%s slot %d", name, slot), bySlot[slot])...)
+	}
+	_, over := holdersAtOnce(es, semLimit)
+	for _, at := range over {
+		errs = append(errs, fmt.Errorf("%s: %d holders at %d, more than the limit %d", name, semLimit+1, at, semLimit))
+	}
+	return errs
+}
+
+// checkDistinctTokens proves that no two holds of a forupdate semaphore's
+// permits (es) have one token, whatever their slots: forupdate draws a
+// permit's token from its counter once the slot is locked, so a permit's
+// is above that of every permit released before it was taken and differs
+// from those held at the same time. (A rowlock permit's token is its
+// slot's: permits of two slots may share one.)
+func checkDistinctTokens(name string, es []interval) []error {
+	var errs []error
+	first := map[int64]interval{}
+	for _, iv := range es {
+		if other, seen := first[iv.Token]; seen {
+			errs = append(errs, fmt.Errorf("%s: token %d twice: slot %d (pid %d, from %d) and slot %d (pid %d, from %d)",
+				name, iv.Token, other.Slot, other.Pid, other.Start, iv.Slot, iv.Pid, iv.Start))
+			continue
+		}
+		first[iv.Token] = iv
+	}
+	return errs
+}
+
+// holdersAtOnce sweeps over the holds' starts and ends (at equal times
+// starts first, since intervals are closed) and returns the most holders
+// at once, and the times at which their number rose above limit.
+func holdersAtOnce(es []interval, limit int) (peak int, over []int64) {
+	type event struct {
+		at    int64
+		delta int
+	}
+	events := make([]event, 0, 2*len(es))
+	for _, iv := range es {
+		events = append(events, event{iv.Start, 1}, event{iv.End, -1})
+	}
+	sort.Slice(events, func(i, j int) bool {
+		if events[i].at != events[j].at {
+			return events[i].at < events[j].at
+		}
+		return events[i].delta > events[j].delta
+	})
+	holders := 0
+	for _, ev := range events {
+		holders += ev.delta
+		peak = max(peak, holders)
+		if ev.delta > 0 && holders == limit+1 {
+			over = append(over, ev.at)
+		}
+	}
+	return peak, over
+}
+
+// checkRW proves the holds of a read/write lock (es, sorted by start)
+// consistent: a write hold overlaps no other hold, read or write; a
+// writer's token is above the token of every hold that began before it; a
+// reader's token is at least that of every writer that began before it
+// (readers share the last writer's).
+func checkRW(name string, es []interval) []error {
+	var errs []error
+	var latest, latestWriter *interval // the holds seen that end last
+	var maxToken, maxWriterToken int64 // over the holds that began strictly before
+	var groupMax, groupWriterMax int64 // over those that began at the current start
+	for i := range es {
+		cur := &es[i]
+		if i > 0 && cur.Start != es[i-1].Start {
+			maxToken, maxWriterToken = max(maxToken, groupMax), max(maxWriterToken, groupWriterMax)
+			groupMax, groupWriterMax = 0, 0
+		}
+		switch {
+		case cur.Write && latest != nil && cur.Start <= latest.End:
+			errs = append(errs, fmt.Errorf("%s: a writer with another holder: %s believed [%d, %d]%s, writer token %d (pid %d) from %d",
+				name, mode(*latest), latest.Start, latest.End, openNote(*latest), cur.Token, cur.Pid, cur.Start))
+		case !cur.Write && latestWriter != nil && cur.Start <= latestWriter.End:
+			errs = append(errs, fmt.Errorf("%s: a writer with another holder: writer token %d (pid %d) believed [%d, %d]%s, reader token %d (pid %d) from %d",
+				name, latestWriter.Token, latestWriter.Pid, latestWriter.Start, latestWriter.End, openNote(*latestWriter), cur.Token, cur.Pid, cur.Start))
+		}
+		switch {
+		case cur.Write && cur.Token <= maxToken:
+			errs = append(errs, fmt.Errorf("%s: writer token %d (pid %d, from %d) not above %d, a token of a hold that began before it",
+				name, cur.Token, cur.Pid, cur.Start, maxToken))
+		case !cur.Write && cur.Token < maxWriterToken:
+			errs = append(errs, fmt.Errorf("%s: reader token %d (pid %d, from %d) below %d, the token of a writer that began before it",
+				name, cur.Token, cur.Pid, cur.Start, maxWriterToken))
+		}
+		groupMax = max(groupMax, cur.Token)
+		if cur.Write {
+			groupWriterMax = max(groupWriterMax, cur.Token)
+			if latestWriter == nil || cur.End > latestWriter.End {
+				latestWriter = cur
+			}
+		}
+		if latest == nil || cur.End > latest.End {
+			latest = cur
+		}
+	}
+	return errs
+}
+
+// mode describes a read/write lock's hold for errors.
+func mode(iv interval) string {
+	m := "reader"
+	if iv.Write {
+		m = "writer"
+	}
+	return fmt.Sprintf("%s token %d (pid %d)", m, iv.Token, iv.Pid)
 }
 
 func openNote(iv interval) string {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // server is what the suite does to the database server itself, besides
@@ -131,8 +132,11 @@ func withParam(dsn, key, value string) string {
 }
 
 // pgMarkerSessions selects the workers' sessions, and tells those that
-// hold the session marker of a lock held now. $1: the run's names; $2:
-// workerApp.
+// hold the session marker of a lock held now: a row of one of the run's
+// names, or one a lock kind derives from it (a semaphore's slot, a
+// read/write lock's reader or writer: the name, rowlock.KindSeparator and
+// a suffix). $1: the run's names; $2: workerApp; $3:
+// rowlock.KindSeparator.
 const pgMarkerSessions = `
 WITH markers AS (
     SELECT DISTINCT l.pid
@@ -140,7 +144,7 @@ WITH markers AS (
     JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
         AND l.classid = (d.session_key >> 32)::oid AND l.objid = (d.session_key & 4294967295)::oid
-    WHERE d.name = ANY($1) AND d.session_key <> 0 AND d.session_token = d.token
+    WHERE split_part(d.name, $3, 1) = ANY($1) AND d.session_key <> 0 AND d.session_token = d.token
       AND d.expires_at > clock_timestamp()
 )
 SELECT a.pid, a.pid IN (SELECT pid FROM markers)
@@ -167,7 +171,7 @@ func (s *server) killSessions() (killed, markers int) {
 	defer cancel()
 	var sessions []workerSession
 	if s.tg.Dialect == dblock.Postgres {
-		rows, err := s.tg.DB.QueryContext(ctx, pgMarkerSessions, s.names, workerApp)
+		rows, err := s.tg.DB.QueryContext(ctx, pgMarkerSessions, s.names, workerApp, rowlock.KindSeparator)
 		if err != nil {
 			t.Fatalf("finding sessions to kill: %v", err)
 		}
@@ -202,12 +206,14 @@ func (s *server) killSessions() (killed, markers int) {
 // that hold the marker of a lock held now.
 func (s *server) myWorkerSessions(ctx context.Context) []workerSession {
 	t := s.t
-	args := make([]any, len(s.names))
-	for i, n := range s.names {
-		args[i] = n
+	// The rows of the run's names and those the lock kinds derive from
+	// them, as pgMarkerSessions.
+	args := []any{rowlock.KindSeparator}
+	for _, n := range s.names {
+		args = append(args, n)
 	}
 	q := `SELECT DISTINCT IS_USED_LOCK(CONCAT('sqllock.', session_key)) FROM dblock_locks
-WHERE name IN (?` + strings.Repeat(", ?", len(s.names)-1) + `) AND session_key <> 0
+WHERE SUBSTRING_INDEX(name, ?, 1) IN (?` + strings.Repeat(", ?", len(s.names)-1) + `) AND session_key <> 0
   AND session_token = token AND expires_at > UTC_TIMESTAMP(6)`
 	markerIDs := map[int64]bool{}
 	if err := queryEach(ctx, s.tg.DB, q, args, func(rows *sql.Rows) error {
@@ -324,16 +330,6 @@ func (s *server) ensureWritable() {
 		s.setReadOnly(false)
 	}
 }
-
-// pooledDSN is a DSN through PgBouncer as the pooled workers use it.
-//
-// TODO(pooler): pgx's default exec mode (named prepared statements,
-// cached) fails through PgBouncer in transaction mode (42P05 "prepared
-// statement already exists") until sqllock chooses its own exec mode on
-// every statement; until then the pooled workers run with
-// default_query_exec_mode=exec (one round trip, unnamed statements).
-// Drop it then: a user's DSN must work as it is.
-func pooledDSN(dsn string) string { return withParam(dsn, "default_query_exec_mode", "exec") }
 
 // PgBouncer in front of the PostgreSQL under test: SQLLOCK_PGBOUNCER_DSN,
 // or the one `.ci/pgbouncer start` runs.

@@ -59,9 +59,32 @@ func slotsFor(d dblock.Dialect) []slot {
 	return s
 }
 
-// kinds of lock under torture, by name prefix: rowlock unfair and fair,
-// and forupdate.
-var kinds = []string{"unfair", "fair", "forupdate"}
+// Kinds of lock under torture, by name prefix: rowlock mutexes unfair
+// and fair, forupdate, rowlock semaphores of semLimit permits, read/write
+// locks, and multi-locks (sets of the multi names taken with AcquireAll,
+// and those names alone), and forupdate's semaphores of semLimit permits
+// and read/write locks. The workers pick names at random, so the kinds
+// share the run's time.
+const (
+	kindUnfair      = "unfair"
+	kindFair        = "fair"
+	kindForUpdate   = "forupdate"
+	kindSemaphore   = "semaphore"
+	kindRW          = "rw"
+	kindMulti       = "multi"
+	kindFUSemaphore = "forupdate-semaphore"
+	kindFURW        = "forupdate-rw"
+)
+
+var kinds = []string{kindUnfair, kindFair, kindForUpdate, kindSemaphore, kindRW, kindMulti, kindFUSemaphore, kindFURW}
+
+// semLimit is the permits of the torture's semaphores: fewer than the
+// goroutines of a run, so that they contend.
+const semLimit = 3
+
+// minMultiNames is the fewest multi names of a run, so that AcquireAll
+// sets overlap in more ways than one.
+const minMultiNames = 3
 
 func kindOf(name string) string {
 	kind, _, _ := strings.Cut(name, "/")
@@ -139,7 +162,15 @@ func torture(t *testing.T, tg testdb.Target, cfg runConfig) []interval {
 	r := &run{t: t, tg: tg, cfg: cfg, slots: slotsFor(tg.Dialect), dir: t.TempDir(), killedAt: map[int]int64{}}
 	r.live = make([]*process, len(r.slots))
 	for _, k := range kinds {
-		for i := range cfg.namesPerKind {
+		n := cfg.namesPerKind
+		switch k {
+		case kindMulti:
+			n = max(n, minMultiNames)
+		case kindSemaphore, kindFUSemaphore:
+			// Half as many, so that their holders reach the limit.
+			n = max(1, n/2)
+		}
+		for i := range n {
 			r.names = append(r.names, fmt.Sprintf("%s/%s/%d", k, testdb.Name(t), i))
 		}
 	}
@@ -215,7 +246,9 @@ func (r *run) spawn(slot int) {
 	case direct:
 		env = append(env, envDSN+"="+viaProxy)
 	case pooled, pooledSession:
-		env = append(env, envDSN+"="+pooledDSN(r.server.workerDSN(r.bouncer.DSNVia(r.poolProxy.Addr()))))
+		// The DSN as a user would write it: sqllock picks, statement by
+		// statement, what works through a pooler.
+		env = append(env, envDSN+"="+r.server.workerDSN(r.bouncer.DSNVia(r.poolProxy.Addr())))
 		if sl.path == pooledSession {
 			env = append(env, envSessionDSN+"="+viaProxy)
 		}
@@ -289,7 +322,9 @@ func (r *run) checkExercised(ivs []interval) {
 	}
 	held := map[groupKind]int{}
 	for _, iv := range ivs {
-		perName[iv.Name]++
+		for _, m := range members(iv) {
+			perName[m.Name]++
+		}
 		kind := kindOf(iv.Name)
 		if r.cfg.short {
 			kind = "any"
@@ -379,27 +414,119 @@ func (r *run) checkAcquirable() {
 		t.Fatal(err)
 	}
 	defer fl.Close()
+	sem, err := rl.Semaphore(semLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsem, err := fl.Semaphore(semLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range r.names {
 		var l dblock.Locker = rl
 		opts := []dblock.Option{dblock.TTL(tortureTTL)}
 		switch kindOf(name) {
-		case "fair":
+		case kindFair:
 			opts = append(opts, dblock.Fair())
-		case "forupdate":
+		case kindForUpdate:
 			l = fl
+		case kindSemaphore:
+			l = sem
+		case kindRW:
+			l = rl.Writers() // no reader nor writer left behind
+		case kindFUSemaphore:
+			l = fsem
+		case kindFURW:
+			l = fl.Writers()
 		}
-		// Generous: a liveness bound, not a timing claim.
-		ctx, cancel := context.WithTimeout(t.Context(), 30*tortureTTL)
-		k, err := l.Acquire(ctx, name, opts...)
-		cancel()
-		if err != nil {
-			t.Errorf("%s not acquirable after the torture: %v", name, err)
-			continue
+		// Every permit of a semaphore, each for an owner of its own: none
+		// is left taken.
+		n := 1
+		if k := kindOf(name); k == kindSemaphore || k == kindFUSemaphore {
+			n = semLimit
 		}
-		if err := k.Release(t.Context()); err != nil {
-			t.Errorf("%s: release after the torture: %v", name, err)
+		var held []dblock.Lock
+		for range n {
+			// Generous: a liveness bound, not a timing claim.
+			ctx, cancel := context.WithTimeout(t.Context(), 30*tortureTTL)
+			k, err := l.Acquire(ctx, name, opts...)
+			cancel()
+			if err != nil {
+				t.Errorf("%s not acquirable after the torture (%d of %d held): %v", name, len(held), n, err)
+				break
+			}
+			held = append(held, k)
+		}
+		for _, k := range held {
+			if err := k.Release(t.Context()); err != nil {
+				t.Errorf("%s: release after the torture: %v", name, err)
+			}
 		}
 	}
+	var multi []string
+	for _, name := range r.names {
+		if kindOf(name) == kindMulti {
+			multi = append(multi, name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*tortureTTL)
+	defer cancel()
+	m, err := rl.AcquireAll(ctx, multi, dblock.TTL(tortureTTL))
+	if err != nil {
+		t.Errorf("%v not acquirable together after the torture: %v", multi, err)
+		return
+	}
+	if err := m.Release(t.Context()); err != nil {
+		t.Errorf("%v: release after the torture: %v", multi, err)
+	}
+}
+
+// kindDetail tells, for the summary, how far a kind's own invariant was
+// put to the test: the most permits of a semaphore held at once (of
+// semLimit), the writes among a read/write lock's holds and the most
+// readers at once, the multi-lock holds of several names.
+func kindDetail(kind string, ivs []interval) string {
+	byName := map[string][]interval{}
+	for _, iv := range ivs {
+		if kindOf(iv.Name) == kind {
+			byName[iv.Name] = append(byName[iv.Name], iv)
+		}
+	}
+	switch kind {
+	case kindSemaphore, kindFUSemaphore:
+		peak := 0
+		for _, es := range byName {
+			p, _ := holdersAtOnce(es, semLimit)
+			peak = max(peak, p)
+		}
+		return fmt.Sprintf(" (at most %d of %d permits held at once)", peak, semLimit)
+	case kindRW, kindFURW:
+		writes, readers := 0, 0
+		for _, es := range byName {
+			var reads []interval
+			for _, iv := range es {
+				if iv.Write {
+					writes++
+				} else {
+					reads = append(reads, iv)
+				}
+			}
+			p, _ := holdersAtOnce(reads, len(reads))
+			readers = max(readers, p)
+		}
+		return fmt.Sprintf(" (%d writes; at most %d readers at once)", writes, readers)
+	case kindMulti:
+		sets := 0
+		for _, es := range byName {
+			for _, iv := range es {
+				if len(iv.Names) > 1 {
+					sets++
+				}
+			}
+		}
+		return fmt.Sprintf(" (%d of several names at once)", sets)
+	}
+	return ""
 }
 
 // summary is the line that says what the run checked and survived.
@@ -445,6 +572,7 @@ func (r *run) summary(ivs []interval, violations int) string {
 		s := perKind[k]
 		fmt.Fprintf(&b, "; %s: %d holds, %d past the TTL, %d ended by a lost lock, %d cut off by SIGKILL, %d held across a SIGSTOP",
 			k, s.holds, s.long, s.lost, s.open, s.acrossStop)
+		b.WriteString(kindDetail(k, ivs))
 	}
 	c := r.counts
 	fmt.Fprintf(&b, "; survived %d SIGKILLs, %d SIGSTOPs, %d connection cuts, %d server restarts",

@@ -102,6 +102,12 @@ func TestTortureWorker(t *testing.T) {
 	if w.fl, err = forupdate.New(lockDB); err != nil {
 		t.Fatal(err)
 	}
+	if w.sem, err = w.rl.Semaphore(semLimit); err != nil {
+		t.Fatal(err)
+	}
+	if w.fsem, err = w.fl.Semaphore(semLimit); err != nil {
+		t.Fatal(err)
+	}
 	rl, fl := w.rl, w.fl
 
 	// The skew as the library sees it: its wall clock against the database's.
@@ -119,11 +125,16 @@ func TestTortureWorker(t *testing.T) {
 	defer cancel()
 	deadline := time.Now().Add(runFor)
 	names := strings.Split(os.Getenv(envNames), ",")
+	for _, name := range names {
+		if kindOf(name) == kindMulti {
+			w.multiNames = append(w.multiNames, name)
+		}
+	}
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
 			for ctx.Err() == nil && (time.Now().Before(deadline) || w.holds.Load() == 0) {
-				w.hold(ctx, names[rand.IntN(len(names))])
+				w.hold(ctx, w.pick(names))
 			}
 		})
 	}
@@ -218,9 +229,14 @@ type holder struct {
 	clockDB *sql.DB
 	led     *ledger
 	rl      *rowlock.Locker
+	sem     *rowlock.Semaphore // of semLimit permits
 	fl      *forupdate.Locker
-	pid     int
-	profile holdProfile
+	fsem    *forupdate.Semaphore // of semLimit permits
+	// multiNames are the run's names of kind multi, which acquire draws
+	// sets from.
+	multiNames []string
+	pid        int
+	profile    holdProfile
 
 	seq            atomic.Int64 // numbers the holds in the ledger
 	holds, lost    atomic.Int64
@@ -232,6 +248,44 @@ type holder struct {
 	unexpected atomic.Value
 	writeErr   atomic.Pointer[error]
 	events     sync.Map // event name -> struct{}: said already
+
+	// kindsMu guards perKind: per kind, the holds recorded and the
+	// acquisitions under way (see pick).
+	kindsMu sync.Mutex
+	perKind map[string]int
+}
+
+// pick chooses the name of the next hold: one of a kind that this process
+// has held, or is acquiring, least often (at random among those), so that
+// every worker holds every kind, whatever its path or clock, and the kinds
+// share the run's time. The caller reports a hold not had with notHeld.
+func (w *holder) pick(names []string) string {
+	w.kindsMu.Lock()
+	defer w.kindsMu.Unlock()
+	if w.perKind == nil {
+		w.perKind = map[string]int{}
+	}
+	least := -1
+	var candidates []string
+	for _, name := range names {
+		switch n := w.perKind[kindOf(name)]; {
+		case least < 0 || n < least:
+			least, candidates = n, []string{name}
+		case n == least:
+			candidates = append(candidates, name)
+		}
+	}
+	name := candidates[rand.IntN(len(candidates))]
+	w.perKind[kindOf(name)]++
+	return name
+}
+
+// notHeld says that the hold of name that pick chose was not had, so that
+// its kind does not count it.
+func (w *holder) notHeld(name string) {
+	w.kindsMu.Lock()
+	w.perKind[kindOf(name)]--
+	w.kindsMu.Unlock()
 }
 
 func (w *holder) write(r record) {
@@ -325,20 +379,14 @@ func (w *holder) holdFor() time.Duration { return holdProfiles[w.profile](rand.I
 // long as its transaction, which the server may end at any moment (a cut
 // connection, an idle timeout while the process is stopped), so its holder
 // reads the clock inside that transaction: a read that succeeds proves the
-// row was still locked at that time.
+// row was still locked at that time. So do forupdate's permits and
+// read/write locks, which are such transactions too.
 func (w *holder) hold(ctx context.Context, name string) {
-	opts := []dblock.Option{dblock.TTL(tortureTTL)}
-	var l dblock.Locker = w.rl
-	switch kindOf(name) {
-	case "fair":
-		opts = append(opts, dblock.Fair())
-	case "forupdate":
-		l = w.fl
-	}
 	acquireCtx, cancel := context.WithTimeout(ctx, acquireTimeout)
-	lock, err := l.Acquire(acquireCtx, name, opts...)
+	lock, err := w.acquire(acquireCtx, name)
 	cancel()
 	if err != nil {
+		w.notHeld(name)
 		if !errors.Is(err, dblock.ErrNotAcquired) {
 			// Cuts and restarts make some acquisitions fail; counted, and
 			// shown, so a worker that only ever fails stands out.
@@ -361,15 +409,30 @@ func (w *holder) hold(ctx context.Context, name string) {
 	// must not be able to start while this hold has no end in the ledger.
 	defer func() { _ = lock.Release(context.Background()) }()
 	var clockQ querier = w.clockDB
-	if fu, ok := lock.(*forupdate.Lock); ok {
-		clockQ = fu.Tx()
+	rec := record{Name: lock.Name(), Token: lock.Token()}
+	switch k := lock.(type) {
+	case *rowlock.Permit:
+		rec.Slot = k.Slot()
+	case *rowlock.RWLock:
+		rec.Write = k.Exclusive()
+	case *rowlock.MultiLock:
+		rec.Names, rec.Tokens = k.Names(), k.Tokens()
+	case *forupdate.Lock:
+		clockQ = k.Tx()
+	case fuWrite:
+		clockQ, rec.Write = k.Tx(), true
+	case *forupdate.Permit:
+		clockQ, rec.Slot = k.Tx(), k.Slot()
 	}
 	start, err := dbNow(clockQ, w.dialect)
 	if err != nil || lock.Err() != nil {
+		w.notHeld(name)
 		return
 	}
 	id := w.seq.Add(1)
-	w.write(record{Kind: "start", Hold: id, Name: name, Token: lock.Token(), At: start})
+	startRec := rec
+	startRec.Kind, startRec.Hold, startRec.At = "start", id, start
+	w.write(startRec)
 	w.holds.Add(1)
 
 	end, lost := start, false
@@ -394,8 +457,70 @@ func (w *holder) hold(ctx context.Context, name string) {
 		}
 	}
 	ended, _ := dbNow(w.clockDB, w.dialect)
-	w.write(record{Kind: "end", Hold: id, Name: name, Token: lock.Token(), At: end, Lost: lost, Ended: ended})
+	endRec := rec
+	endRec.Names, endRec.Tokens = nil, nil // the start's say them
+	endRec.Kind, endRec.Hold, endRec.At, endRec.Lost, endRec.Ended = "end", id, end, lost, ended
+	w.write(endRec)
 }
+
+// acquire takes a lock of name's kind (kindOf): a mutex, fair or not; a
+// forupdate lock; a permit of a semaphore of semLimit, fair or not, or of
+// a forupdate semaphore; the read lock of a read/write lock, rowlock's or
+// forupdate's, or now and then its write lock; for a multi name, the
+// names of a random set of the run's multi names that includes it, in a
+// random order, with AcquireAll, or now and then that name alone, so that
+// multi-locks and plain locks of the same names meet.
+func (w *holder) acquire(ctx context.Context, name string) (dblock.Lock, error) {
+	opts := []dblock.Option{dblock.TTL(tortureTTL)}
+	switch kindOf(name) {
+	case kindFair:
+		return w.rl.Acquire(ctx, name, append(opts, dblock.Fair())...)
+	case kindForUpdate:
+		return w.fl.Acquire(ctx, name, opts...)
+	case kindSemaphore:
+		if rand.IntN(2) == 0 {
+			opts = append(opts, dblock.Fair()) // in the semaphore's line
+		}
+		return w.sem.Acquire(ctx, name, opts...)
+	case kindRW:
+		if rand.IntN(3) == 0 {
+			return w.rl.Writers().Acquire(ctx, name, opts...)
+		}
+		return w.rl.Readers().Acquire(ctx, name, opts...)
+	case kindFUSemaphore:
+		return w.fsem.Acquire(ctx, name, opts...) // no line: it refuses dblock.Fair
+	case kindFURW:
+		if rand.IntN(3) == 0 {
+			k, err := w.fl.Writers().Acquire(ctx, name, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return fuWrite{k.(*forupdate.Lock)}, nil
+		}
+		return w.fl.Readers().Acquire(ctx, name, opts...)
+	case kindMulti:
+		if rand.IntN(4) == 0 {
+			return w.rl.Acquire(ctx, name, opts...)
+		}
+		set := []string{name}
+		for _, other := range w.multiNames {
+			if other != name && rand.IntN(2) == 0 {
+				set = append(set, other)
+			}
+		}
+		rand.Shuffle(len(set), func(i, j int) { set[i], set[j] = set[j], set[i] })
+		m, err := w.rl.AcquireAll(ctx, set, opts...)
+		if err != nil {
+			return nil, err // not a nil *MultiLock in a non-nil dblock.Lock
+		}
+		return m, nil
+	}
+	return w.rl.Acquire(ctx, name, opts...)
+}
+
+// fuWrite is a forupdate write lock: its *forupdate.Lock does not say
+// whether it reads or writes, as rowlock's RWLock does.
+type fuWrite struct{ *forupdate.Lock }
 
 // dbNowRetry reads the database clock, retrying for a while: a worker may
 // start while the server is coming back from a restart.

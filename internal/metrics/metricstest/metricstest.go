@@ -130,3 +130,24 @@ func (s Snapshot) Keys() map[attribute.Key]bool {
 	}
 	return keys
 }
+
+// Want is what a test expects of the instrument Name at the data points
+// whose attributes include Attrs: an integer sum's value (Int), or how many
+// values a histogram recorded (Count).
+type Want struct {
+	Name  string
+	Attrs []attribute.KeyValue
+	Value int64
+}
+
+// Expect fails t (Errorf) for every want the snapshot does not meet.
+func (s Snapshot) Expect(t testing.TB, wants []Want) {
+	t.Helper()
+	for _, w := range wants {
+		// An instrument is a sum or a histogram: one of the two is 0.
+		sum, _ := s.Int(w.Name, w.Attrs...)
+		if got := sum + int64(s.Count(w.Name, w.Attrs...)); got != w.Value {
+			t.Errorf("%s%v = %d, want %d", w.Name, w.Attrs, got, w.Value)
+		}
+	}
+}
