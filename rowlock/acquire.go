@@ -177,8 +177,10 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 // their own (takeRow). The drop runs in the background, so that the
 // caller, whose context has ended, is not kept waiting (a late MySQL take
 // holds the row lock the drop needs until it commits); Close waits for it.
-// A statement still waiting for its row lock when the drop gives up
-// (giveBackTimeout) leaves a hold that lapses with its lease.
+// The drop waits for the take still running on the server (dropHoldsLocked
+// says how). A statement still waiting for its row lock when the drop
+// gives up (giveBackTimeout), or one still on its way to the server when
+// the drop runs, leaves a hold that lapses with its lease.
 func (l *Locker) dropOrphan(ctx context.Context, a attempt) {
 	if _, carried := dblock.OwnerFromContext(ctx); carried || ctxEnded(ctx) == nil {
 		return

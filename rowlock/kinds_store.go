@@ -184,12 +184,19 @@ func scanKindRows(rows *sql.Rows, err error) (map[string]kindRow, error) {
 }
 
 // dropHoldsLocked runs a dropHolds statement (drop: name, host, owner) in a
-// transaction that first waits for the row's lock (lockRow: name). Alone,
-// an UPDATE whose WHERE fails on the row version it sees waits for nobody
-// (PostgreSQL; InnoDB's semi-consistent reads under READ COMMITTED), so a
-// take of the owner's that still waits for that row lock, whose client has
-// given up, would commit after the drop and be held by nobody.
-func dropHoldsLocked(ctx context.Context, db pgxrow.DB, lockRow, drop, name string, o dblock.Owner) (err error) {
+// transaction that first waits for the owner's takes in flight to end
+// (await: owner id; PostgreSQL's pgAwaitTake, none on MySQL), then for the
+// row's lock (lockRow: name). Alone, an UPDATE whose WHERE fails on the row
+// version it sees waits for nobody (PostgreSQL; InnoDB's semi-consistent
+// reads under READ COMMITTED), so a take of the owner's that still waits
+// for that row lock, whose client has given up, would commit after the
+// drop and be held by nobody. InnoDB grants a row lock to its waiters in
+// the order they asked, so on MySQL the row lock is enough; PostgreSQL
+// lets a newcomer have it before a woken waiter, hence the await. A take
+// whose statement has not reached the server yet (or not the point where
+// it marks itself) can still commit after the drop: that hold lapses with
+// its lease.
+func dropHoldsLocked(ctx context.Context, db pgxrow.DB, await, lockRow, drop, name string, o dblock.Owner) (err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -200,6 +207,11 @@ func dropHoldsLocked(ctx context.Context, db pgxrow.DB, lockRow, drop, name stri
 		}
 	}()
 	r := db.On(tx)
+	if await != "" {
+		if _, err := r.ExecContext(ctx, await, o.ID); err != nil {
+			return err
+		}
+	}
 	rows, err := r.QueryContext(ctx, lockRow, name)
 	if err != nil {
 		return err

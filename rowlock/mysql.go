@@ -310,7 +310,7 @@ func (s mysqlStore) release(ctx context.Context, h holder) (bool, error) {
 }
 
 func (s mysqlStore) dropHolds(ctx context.Context, name string, o dblock.Owner) error {
-	return dropHoldsLocked(ctx, pgxrow.Wrap(s.db), `SELECT 1 FROM `+locksTable+` WHERE name = ? FOR UPDATE`, myDropHolds, name, o)
+	return dropHoldsLocked(ctx, pgxrow.Wrap(s.db), "", `SELECT 1 FROM `+locksTable+` WHERE name = ? FOR UPDATE`, myDropHolds, name, o)
 }
 
 // renew runs in a transaction although it is one statement: when ctx ends

@@ -66,11 +66,36 @@ UPDATE ` + locksTable + ` AS l SET
     expires_at     = GREATEST(clock_timestamp() + $5::bigint * interval '1 microsecond',
                           CASE WHEN l.expires_at > clock_timestamp() THEN l.expires_at END)
 WHERE l.name = $1
+  AND ` + pgTakeMark + `
   AND ((l.expires_at <= clock_timestamp() AND NOT EXISTS (
             SELECT 1 FROM ` + waitersTable + ` w
             WHERE w.name = $1 AND w.id < $7 AND w.expires_at > clock_timestamp()))
        OR (l.hold_count > 0 AND l.expires_at > clock_timestamp() AND l.owner_host = $2 AND l.owner_id = $3))
 RETURNING l.token`
+
+// takeMarkClass is the first key of the transaction-level advisory locks
+// that mark a take in flight (pgTakeMark); the second is the hash of the
+// taking owner's id. The two-key space is apart from the one-key space of
+// session markers. An application lock that happens to share a key makes
+// no take wait (they only try it); it can only delay a drop (dropHolds)
+// until the application lets it go or the drop gives up.
+const takeMarkClass = "1397836875" // "SQLK"
+
+// pgTakeMark and pgInsertMark (the owner id is $3 in pgTake, $4 in
+// pgInsert) are always true. Evaluated in the WHERE clause once the row
+// (or, for a fresh name, the absence of one) qualifies, before the
+// statement waits for any row lock, they mark a take that may still
+// commit: a drop of a cut-short take waits for the mark (pgAwaitTake)
+// before it looks for a hold to undo. Waiting for the row lock alone is
+// not enough: a row lock is granted to whoever asks first once its holder
+// commits, and a drop can ask before a take that was woken has run again
+// (TestCutShortTryLeavesNothingHeld).
+const (
+	pgTakeMark   = `pg_try_advisory_xact_lock(` + takeMarkClass + `, hashtext($3)) IS NOT NULL`
+	pgInsertMark = `pg_try_advisory_xact_lock(` + takeMarkClass + `, hashtext($4)) IS NOT NULL`
+	// pgAwaitTake: $1 owner_id.
+	pgAwaitTake = `SELECT pg_advisory_xact_lock(` + takeMarkClass + `, hashtext($1))`
+)
 
 // pgInsert creates the row of a fresh name. Its token comes from the name's
 // stripe counter, incremented in the same statement while its row lock is
@@ -84,6 +109,7 @@ WITH fence AS (
     INSERT INTO ` + fencesTable + ` AS f (stripe, token)
     SELECT $2::integer, 1
     WHERE NOT EXISTS (SELECT 1 FROM ` + locksTable + ` WHERE name = $1)
+      AND ` + pgInsertMark + `
       AND NOT EXISTS (SELECT 1 FROM ` + waitersTable + ` w
                       WHERE w.name = $1 AND w.id < $8 AND w.expires_at > clock_timestamp())
     ON CONFLICT (stripe) DO UPDATE SET token = f.token + 1
@@ -291,7 +317,7 @@ func (s postgresStore) queryInt64(ctx context.Context, dst *int64, query string,
 }
 
 func (s postgresStore) dropHolds(ctx context.Context, name string, o dblock.Owner) error {
-	return dropHoldsLocked(ctx, s.db, `SELECT 1 FROM `+locksTable+` WHERE name = $1 FOR UPDATE`, pgDropHolds, name, o)
+	return dropHoldsLocked(ctx, s.db, pgAwaitTake, `SELECT 1 FROM `+locksTable+` WHERE name = $1 FOR UPDATE`, pgDropHolds, name, o)
 }
 
 func (s postgresStore) renew(ctx context.Context, h holder, ttl time.Duration) (bool, error) {
