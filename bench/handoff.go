@@ -171,6 +171,24 @@ func handoffs(ctx context.Context, cfg config, e *env, t *table, chart *panel) e
 				func() (func() error, error) { return naive.hold(ctx) },
 				func() (func() error, error) { return naive.wait(ctx) })
 		}})
+	// The floor of any handoff whose outcome the database keeps: one
+	// write committed after the same idle pause as a handoff's, with the
+	// log flush the commit waits for (PostgreSQL's WAL, InnoDB's redo log;
+	// innodb_flush_log_at_trx_commit is global on MySQL and MariaDB, so no
+	// one transaction can do without it). A handoff adds to it at least
+	// the wake-up of the waiter, which is all a blocking advisory lock's
+	// handoff is.
+	floorName := e.newName("h-floor")
+	variants = append(variants, handoffVariant{"floor: one autocommit INSERT (raw)", "—", "floor: one durable commit", func(ctx context.Context) (time.Duration, error) {
+		time.Sleep(roundPause(cfg.pause))
+		start := time.Now()
+		if _, err := e.db.ExecContext(ctx, e.sql.naiveInsert, floorName); err != nil {
+			return 0, err
+		}
+		took := time.Since(start)
+		_, err := e.db.ExecContext(ctx, e.sql.naiveDelete, floorName)
+		return took, err
+	}})
 	rawName := e.newName("h-rawfu")
 	if err := e.fuCreate(ctx, rawName); err != nil {
 		return err
