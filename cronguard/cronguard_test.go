@@ -75,7 +75,7 @@ func TestGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			name := testdb.Name(t)
@@ -163,7 +163,7 @@ func TestGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 // TestGuardSkipsTakenTick: a second replica firing the same tick after
 // the first finished skips it (MinHold), and a held single name skips too.
 func TestGuardSkipsTakenTick(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			var runs atomic.Int32
@@ -233,7 +233,7 @@ func TestGuardSkipsTakenTick(t *testing.T) {
 // TestGuardWaitSerializes: with WithWait every replica runs, one at a
 // time.
 func TestGuardWaitSerializes(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			var active, maxActive, runs atomic.Int32
@@ -303,7 +303,7 @@ func TestGuardCancelsJobWhenLockLost(t *testing.T) {
 // TestGuardReleasesAfterPanicAndStopsWithContext: a panicking job does
 // not keep the lock, and WithContext's end cancels a running job.
 func TestGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			l := newTestLocker(t, tg.DB)
@@ -432,7 +432,7 @@ func (refusingLocker) CheckOptions(...dblock.Option) error {
 }
 
 func TestHelpersAskTheLocker(t *testing.T) {
-	l := refusingLocker{newTestLocker(t, testdb.Targets(t)[0].DB)}
+	l := refusingLocker{newTestLocker(t, testdb.AllTargets(t)[0].DB)}
 	if _, err := cronguard.New(l, "x", cronguard.WithTick(0)); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
 		t.Errorf("cronguard.New = %v, want the Locker's refusal", err)
 	}
@@ -448,7 +448,7 @@ func TestHelpersAskTheLocker(t *testing.T) {
 }
 
 func TestGuardBadConfig(t *testing.T) {
-	l := newTestLocker(t, testdb.Targets(t)[0].DB)
+	l := newTestLocker(t, testdb.AllTargets(t)[0].DB)
 	var nilCtx context.Context
 	cases := map[string]struct {
 		l    dblock.Locker

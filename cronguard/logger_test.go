@@ -20,6 +20,7 @@ import (
 // logs where the Locker it is given logs (rowlock.WithLogger,
 // forupdate.WithLogger).
 func TestGuardLogsToTheLockersLogger(t *testing.T) {
+	// Servers only: the forupdate case has no SQLite.
 	for _, tg := range testdb.Targets(t) {
 		for _, kind := range []struct {
 			name string

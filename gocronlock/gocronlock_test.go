@@ -117,7 +117,7 @@ func (u firingUnlock) Unlock(ctx context.Context) error {
 func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 	const duration = 4 * time.Second
 	skews := []time.Duration{0, 300 * time.Millisecond, -300 * time.Millisecond}
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		for _, long := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/long=%v", tg.Name, long), func(t *testing.T) {
 				t.Parallel()
@@ -174,7 +174,7 @@ func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 // leader's runs the job; when the leader stops campaigning the other takes
 // over.
 func TestElectorOnlyLeaderRuns(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			var runsA, runsB atomic.Int32
@@ -228,7 +228,7 @@ func TestElectorOnlyLeaderRuns(t *testing.T) {
 }
 
 func TestLockerUnlockAndErrors(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			l := newRowLocker(t, tg.DB)
@@ -290,7 +290,7 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 			}
 		})
 	}
-	l := newRowLocker(t, testdb.Targets(t)[0].DB)
+	l := newRowLocker(t, testdb.AllTargets(t)[0].DB)
 	for what, opts := range map[string][]gocronlock.Option{
 		"negative tick": {gocronlock.WithTick(-1)},
 		"negative wait": {gocronlock.WithWait(-1)},

@@ -65,7 +65,7 @@ func TestLeaderChild(t *testing.T) {
 	}
 	name, dialect := os.Getenv("SQLLOCK_LEADER_NAME"), os.Getenv("SQLLOCK_LEADER_DIALECT")
 	ttl, _ := time.ParseDuration(os.Getenv("SQLLOCK_LEADER_TTL"))
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		if tg.Name != dialect {
 			continue
 		}
@@ -111,9 +111,13 @@ func leaseRow(t *testing.T, tg testdb.Target, name string) (token, acquiredAt, e
 	t.Helper()
 	q := `SELECT token, (extract(epoch FROM acquired_at) * 1000000)::bigint, (extract(epoch FROM expires_at) * 1000000)::bigint,
 		(extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM dblock_locks WHERE name = $1`
-	if tg.Dialect == dblock.MySQL {
+	switch tg.Dialect {
+	case dblock.MySQL:
 		q = `SELECT token, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', acquired_at), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at),
 			TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) FROM dblock_locks WHERE name = ?`
+	case dblock.SQLite:
+		// Times are kept as µs since the epoch already.
+		q = `SELECT token, acquired_at, expires_at, CAST(unixepoch('subsec') * 1000000 AS INTEGER) FROM dblock_locks WHERE name = ?`
 	}
 	if err := tg.DB.QueryRowContext(t.Context(), q, name).Scan(&token, &acquiredAt, &expiresAt, &now); err != nil {
 		t.Fatalf("lock row of %q: %v", name, err)
@@ -132,12 +136,12 @@ func dbTime(micros int64) string { return time.UnixMicro(micros).UTC().Format("1
 // generous bounds on the wall clock only stop a hung test.
 func TestLeaderFailoverAfterKill(t *testing.T) {
 	const ttl = 2 * time.Second
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			name := testdb.Name(t)
-			child := testdb.Child(t, "TestLeaderChild",
-				"SQLLOCK_LEADER_NAME="+name, "SQLLOCK_LEADER_DIALECT="+tg.Name, "SQLLOCK_LEADER_TTL="+ttl.String())
+			child := testdb.Child(t, "TestLeaderChild", append(tg.ChildEnv(),
+				"SQLLOCK_LEADER_NAME="+name, "SQLLOCK_LEADER_DIALECT="+tg.Name, "SQLLOCK_LEADER_TTL="+ttl.String())...)
 			waitCtx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			line, err := child.WaitLine(waitCtx, "leader ")
@@ -312,7 +316,7 @@ func TestLeaderCutOffStepsDown(t *testing.T) {
 // TestLeaderStepsDownAndRecampaigns: three Leaders whose functions return
 // after a short term take turns, never two at once.
 func TestLeaderStepsDownAndRecampaigns(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			var active, overlaps, terms atomic.Int32
@@ -357,7 +361,7 @@ func TestLeaderStepsDownAndRecampaigns(t *testing.T) {
 }
 
 func TestLeaderErrors(t *testing.T) {
-	tg := testdb.Targets(t)[0]
+	tg := testdb.AllTargets(t)[0]
 	l := newTestLocker(t, tg.DB)
 	bad := map[string]func() (*leader.Leader, error){
 		"nil locker": func() (*leader.Leader, error) { return leader.New(nil, "x", nil) },

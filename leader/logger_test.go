@@ -16,7 +16,7 @@ import (
 // TestLeaderLogsToTheLockersLogger: a Leader has no logger of its own; it
 // reports its elections where the Locker it is given logs.
 func TestLeaderLogsToTheLockersLogger(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
+	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			var logs lockedBuffer
 			l, err := rowlock.New(tg.DB, rowlock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
