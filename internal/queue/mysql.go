@@ -10,7 +10,10 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 )
 
-type mysqlStore struct{ db *sql.DB }
+type mysqlStore struct {
+	common
+	db *sql.DB
+}
 
 const (
 	myInsert = `
@@ -37,6 +40,7 @@ WHERE id = ? AND session_key = ?`
 	myBeat  = `UPDATE ` + Table + ` SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN (%s)`
 	myAlive = `SELECT id FROM ` + Table + ` WHERE id IN (%s)`
 
+	myRekey = `UPDATE ` + Table + ` SET session_key = ? WHERE id = ?`
 	myLeave = `DELETE FROM ` + Table + ` WHERE id = ?`
 
 	myColumns = `
@@ -117,30 +121,7 @@ func (s mysqlStore) beat(ctx context.Context, ids []int64, ttl time.Duration) (m
 	return scanIDs(rows)
 }
 
-func (s mysqlStore) leave(ctx context.Context, id int64) error {
-	_, err := s.db.ExecContext(ctx, myLeave, id)
-	return err
-}
-
-func (s mysqlStore) list(ctx context.Context, name string) ([]Waiter, error) {
-	return queryWaiters(ctx, s.db, myList, name)
-}
-
-func (s mysqlStore) listAll(ctx context.Context, limit int) ([]Waiter, error) {
-	return queryWaiters(ctx, s.db, myListAll, limit)
-}
-
-func (s mysqlStore) countDead(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, myCountDead).Scan(&n)
-	return n, err
-}
-
-func (s mysqlStore) deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
-	return affected(s.db.ExecContext(ctx, myDeleteDead, grace.Microseconds(), limit))
-}
-
-func (s mysqlStore) rekey(ctx context.Context, id, key int64) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE `+Table+` SET session_key = ? WHERE id = ?`, key, id)
-	return err
+// myCommon is the dialect's SQL for common.
+var myCommon = commonSQL{
+	leave: myLeave, list: myList, listAll: myListAll, countDead: myCountDead, deleteDead: myDeleteDead, rekey: myRekey,
 }

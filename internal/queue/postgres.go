@@ -9,7 +9,10 @@ import (
 )
 
 // postgresStore's statements run in a mode that works through poolers.
-type postgresStore struct{ db pgxrow.DB }
+type postgresStore struct {
+	common
+	db pgxrow.DB
+}
 
 const (
 	pgInsert = `
@@ -35,6 +38,7 @@ WHERE id = $1 AND session_key = $2`
 UPDATE ` + Table + ` SET expires_at = clock_timestamp() + $2::bigint * interval '1 microsecond'
 WHERE id = ANY($1) RETURNING id`
 
+	pgRekey = `UPDATE ` + Table + ` SET session_key = $1 WHERE id = $2`
 	pgLeave = `DELETE FROM ` + Table + ` WHERE id = $1`
 
 	pgColumns = `
@@ -87,30 +91,7 @@ func (s postgresStore) beat(ctx context.Context, ids []int64, ttl time.Duration)
 	return scanIDs(rows)
 }
 
-func (s postgresStore) leave(ctx context.Context, id int64) error {
-	_, err := s.db.ExecContext(ctx, pgLeave, id)
-	return err
-}
-
-func (s postgresStore) list(ctx context.Context, name string) ([]Waiter, error) {
-	return queryWaiters(ctx, s.db, pgList, name)
-}
-
-func (s postgresStore) listAll(ctx context.Context, limit int) ([]Waiter, error) {
-	return queryWaiters(ctx, s.db, pgListAll, limit)
-}
-
-func (s postgresStore) countDead(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, pgCountDead).Scan(&n)
-	return n, err
-}
-
-func (s postgresStore) deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
-	return affected(s.db.ExecContext(ctx, pgDeleteDead, grace.Microseconds(), limit))
-}
-
-func (s postgresStore) rekey(ctx context.Context, id, key int64) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE `+Table+` SET session_key = $1 WHERE id = $2`, key, id)
-	return err
+// pgCommon is the dialect's SQL for common.
+var pgCommon = commonSQL{
+	leave: pgLeave, list: pgList, listAll: pgListAll, countDead: pgCountDead, deleteDead: pgDeleteDead, rekey: pgRekey,
 }

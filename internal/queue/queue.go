@@ -98,11 +98,12 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 	var s store
 	switch d {
 	case dblock.Postgres:
-		s = postgresStore{db: pgxrow.Wrap(db)}
+		r := pgxrow.Wrap(db)
+		s = postgresStore{common{r, pgCommon}, r}
 	case dblock.MySQL:
-		s = mysqlStore{db: db}
+		s = mysqlStore{common{db, myCommon}, db}
 	case dblock.SQLite:
-		s = sqliteStore{db: db}
+		s = sqliteStore{common{db, sqCommon}, db}
 	default:
 		return nil, fmt.Errorf("queue: %w: %q", dblock.ErrUnknownDialect, d)
 	}

@@ -14,7 +14,10 @@ import (
 // by the database clock (see package migrations), each method one
 // statement, which SQLite runs alone among writers. There are no session
 // markers: key is always 0 and blocker finds none.
-type sqliteStore struct{ db *sql.DB }
+type sqliteStore struct {
+	common
+	db *sql.DB
+}
 
 // sqNow is the database clock in µs since the epoch (as in rowlock).
 const sqNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
@@ -33,6 +36,7 @@ WHERE id = ?2 AND session_key = ?3`
 	// sqBeat takes the ids' placeholders (%s), from ?2 on.
 	sqBeat = `UPDATE ` + Table + ` SET expires_at = ` + sqNow + ` + ?1 WHERE id IN (%s) RETURNING id`
 
+	sqRekey = `UPDATE ` + Table + ` SET session_key = ?1 WHERE id = ?2`
 	sqLeave = `DELETE FROM ` + Table + ` WHERE id = ?1`
 
 	sqColumns = `
@@ -80,30 +84,7 @@ func (s sqliteStore) beat(ctx context.Context, ids []int64, ttl time.Duration) (
 	return scanIDs(rows)
 }
 
-func (s sqliteStore) leave(ctx context.Context, id int64) error {
-	_, err := s.db.ExecContext(ctx, sqLeave, id)
-	return err
-}
-
-func (s sqliteStore) list(ctx context.Context, name string) ([]Waiter, error) {
-	return queryWaiters(ctx, s.db, sqList, name)
-}
-
-func (s sqliteStore) listAll(ctx context.Context, limit int) ([]Waiter, error) {
-	return queryWaiters(ctx, s.db, sqListAll, limit)
-}
-
-func (s sqliteStore) countDead(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, sqCountDead).Scan(&n)
-	return n, err
-}
-
-func (s sqliteStore) deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
-	return affected(s.db.ExecContext(ctx, sqDeleteDead, grace.Microseconds(), limit))
-}
-
-func (s sqliteStore) rekey(ctx context.Context, id, key int64) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE `+Table+` SET session_key = ?1 WHERE id = ?2`, key, id)
-	return err
+// sqCommon is the dialect's SQL for common.
+var sqCommon = commonSQL{
+	leave: sqLeave, list: sqList, listAll: sqListAll, countDead: sqCountDead, deleteDead: sqDeleteDead, rekey: sqRekey,
 }

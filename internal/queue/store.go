@@ -9,8 +9,9 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 )
 
-// store is the SQL of one dialect. Implementations are in postgres.go and
-// mysql.go; each method is one statement, or two that need no transaction.
+// store is the SQL of one dialect. Implementations are in postgres.go,
+// mysql.go and sqlite.go, with what differs only in its SQL in common;
+// each method is one statement, or two that need no transaction.
 // Times are judged by the database clock.
 type store interface {
 	// insert queues a waiter for name at the tail and returns its id; key
@@ -40,6 +41,56 @@ type store interface {
 	// than grace ago, oldest first, and says how many. A waiter whose
 	// heartbeat is being written at that moment is kept.
 	deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error)
+}
+
+// runner runs statements: a *sql.DB, or PostgreSQL's pgxrow.DB.
+type runner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// commonSQL are a dialect's statements for the store methods that are one
+// statement with the same arguments everywhere (see common).
+type commonSQL struct {
+	// leave: id. list: name. listAll: limit (see queryWaiters). countDead.
+	// deleteDead: grace µs, limit. rekey: key, id.
+	leave, list, listAll, countDead, deleteDead, rekey string
+}
+
+// common is the part of store whose methods differ between dialects only
+// in their SQL; each dialect's store embeds it.
+type common struct {
+	db  runner
+	sql commonSQL
+}
+
+func (s common) leave(ctx context.Context, id int64) error {
+	_, err := s.db.ExecContext(ctx, s.sql.leave, id)
+	return err
+}
+
+func (s common) list(ctx context.Context, name string) ([]Waiter, error) {
+	return queryWaiters(ctx, s.db, s.sql.list, name)
+}
+
+func (s common) listAll(ctx context.Context, limit int) ([]Waiter, error) {
+	return queryWaiters(ctx, s.db, s.sql.listAll, limit)
+}
+
+func (s common) countDead(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.sql.countDead).Scan(&n)
+	return n, err
+}
+
+func (s common) deleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
+	return affected(s.db.ExecContext(ctx, s.sql.deleteDead, grace.Microseconds(), limit))
+}
+
+func (s common) rekey(ctx context.Context, id, key int64) error {
+	_, err := s.db.ExecContext(ctx, s.sql.rekey, key, id)
+	return err
 }
 
 // scanBlocker scans blocker's row.
