@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -210,8 +211,31 @@ func withoutCancelRequests(t *testing.T, tg testdb.Target) *sql.DB {
 		}
 		return &noCancelConn{Conn: c}, nil
 	}
-	db := stdlib.OpenDB(*cfg)
-	t.Cleanup(func() { _ = db.Close() })
+	// pgx closes a connection whose statement was cut short in a goroutine
+	// of its own (asyncClose), which the pool's Close does not wait for:
+	// the cleanup does, so that the leak check does not catch it running.
+	var mu sync.Mutex
+	var conns []*pgconn.PgConn
+	db := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(func(_ context.Context, c *pgx.Conn) error {
+		mu.Lock()
+		defer mu.Unlock()
+		conns = append(conns, c.PgConn())
+		return nil
+	}))
+	t.Cleanup(func() {
+		_ = db.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		timeout := time.After(20 * time.Second) // pgx gives a close 15 s
+		for _, c := range conns {
+			select {
+			case <-c.CleanupDone():
+			case <-timeout:
+				t.Error("a pgx connection still closing 20 s after its pool was closed")
+				return
+			}
+		}
+	})
 	return db
 }
 
