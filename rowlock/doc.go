@@ -59,6 +59,11 @@
 // trusted only while session_token equals the row's token, so a takeover by
 // a version of this library that does not write the columns leaves a key
 // nobody trusts, and a re-entry under another key records none.
+// PostgreSQL takes also hold, for their own transaction only, a two-key
+// advisory lock (1397836875, hash of the owner) that an acquisition cut
+// short waits for before it undoes what the server may still have done
+// for it (see takeMarkClass); an application that uses that two-key space
+// can only delay such an undo, never a take.
 //
 // A waiter that finds the lock held under a marker has its Locker's
 // watcher block one pool connection in the database on that marker
