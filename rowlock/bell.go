@@ -24,7 +24,10 @@ import (
 // token T:
 //
 //  1. reads K's generation g from dblock_sessions (no row: K does not
-//     ring, and the waiter polls);
+//     ring, and the waiter polls), or the one after it if bell g is free
+//     already: the record follows the ring, and a waiter that read the
+//     generation just rung would wait on a bell that no longer rings
+//     (its watcher declines it, and it polls: see watcher.rung);
 //  2. arms: sets wanted on the row if it is still held with token T
 //     (myArm). If it is not, the lock changed hands and the waiter tries
 //     again at once;
@@ -34,8 +37,9 @@ import (
 // The last release of T sees wanted (the row lock orders it after step 2)
 // and has its process ring. Why no ring is missed: the recorded generation
 // never runs ahead of the bells held (a generation is recorded only once
-// it is the current one), so g is at most the current generation c at step
-// 1; the ring that follows the release of T releases the generation
+// it is the current one), and the one after a recorded generation found
+// free is at most the current one (the free one has rung, or the session
+// has ended), so g is at most the current generation c at step 1; the ring that follows the release of T releases the generation
 // current then, which is at least c, and every generation below it was
 // released before. So the GET_LOCK of step 3 returns no later than that
 // ring. A waiter that read an old generation wakes at once, tries, and
@@ -49,8 +53,13 @@ import (
 // A bell wakes a waiter; it never decides who holds a lock: every
 // acquisition is still the take statement.
 const (
-	// myBellOf reads a session's current bell generation.
-	myBellOf = `SELECT bell FROM dblock_sessions WHERE session_key = ?`
+	// myBellOf reads a session's current bell generation: the recorded
+	// one, or the one after it if the recorded one is free already (it
+	// has rung and the ring's record is on its way; or the session has
+	// ended, which the wait then finds out at once).
+	myBellOf = `
+SELECT bell + COALESCE(IS_FREE_LOCK(CONCAT('sqllock.', session_key, '.', bell)), 0)
+FROM dblock_sessions WHERE session_key = ?`
 
 	// myArm asks the release of the hold with this token for a ring, for
 	// this process (the second ?), or, when another process asked

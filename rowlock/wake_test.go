@@ -164,3 +164,119 @@ func TestSweepDeletesDeadDoorbells(t *testing.T) {
 		})
 	}
 }
+
+// TestChildHolderWithRecordStuck is the body of the holder process of
+// TestWaiterFollowsARingNotYetRecorded; in a normal run it returns at
+// once. It takes SQLLOCK_CHILD_LOCK (10-minute lease) and a lock it keeps,
+// then locks its session's doorbell record in a transaction of its own, so
+// that a ring's record waits. SIGUSR1 releases the lock (once, "released"),
+// SIGUSR2 takes it again ("held <token>"), and the next SIGUSR1 first lets
+// the record go (commits) and then releases it ("released").
+func TestChildHolderWithRecordStuck(t *testing.T) {
+	if !testdb.IsChild() {
+		return
+	}
+	usr1, usr2 := make(chan os.Signal, 1), make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	name := os.Getenv("SQLLOCK_CHILD_LOCK")
+	ctx := context.Background()
+	for _, tg := range testdb.Targets(t) {
+		if tg.Dialect != dblock.MySQL {
+			continue
+		}
+		l, err := rowlock.New(tg.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := l.Acquire(ctx, name, dblock.TTL(wakeTestTTL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Acquire(ctx, name+"/kept"); err != nil {
+			t.Fatal(err)
+		}
+		stuck, err := tg.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var one int
+		if err := stuck.QueryRowContext(ctx, `
+SELECT 1 FROM dblock_sessions
+WHERE session_key = (SELECT session_key FROM dblock_locks WHERE name = ?) FOR UPDATE`, name).Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("held %d\n", k.Token())
+		<-usr1
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println("released")
+		<-usr2
+		if k, err = l.Acquire(ctx, name, dblock.TTL(wakeTestTTL)); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("held %d\n", k.Token())
+		<-usr1
+		if err := stuck.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println("released")
+		select {} // until killed
+	}
+}
+
+// TestWaiterFollowsARingNotYetRecorded: a MySQL waiter that reads a
+// holder's bell generation after a ring but before the ring's record (the
+// record is held up here; it is a write, and lags every ring a little)
+// waits on the next bell, and is woken by the next ring. Reading the
+// recorded generation alone, it would find the bell it already saw ring,
+// decline it and poll, here never (its pauses are an hour long): the test
+// would hang. The holder is another process whose lease outlasts the test.
+func TestWaiterFollowsARingNotYetRecorded(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		if tg.Dialect != dblock.MySQL {
+			continue // PostgreSQL wakes waiters by NOTIFY
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
+			defer cancel()
+			name := testdb.Name(t)
+			child := testdb.Child(t, "TestChildHolderWithRecordStuck", "SQLLOCK_CHILD_LOCK="+name)
+			signalChild := func(sig os.Signal, says string) {
+				t.Helper()
+				if err := child.Cmd.Process.Signal(sig); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := child.WaitLine(ctx, says); err != nil {
+					t.Fatal(err)
+				}
+			}
+			heldToken(t, ctx, child)
+			l := newLocker(t, tg.DB, rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour))
+			// The first wait: woken by the ring of the first bell, whose
+			// record then waits.
+			got := acquireAsync(ctx, l, name)
+			eventually(t, ctx, "the first waiter to arm the release", func() bool { return wanted(t, tg, name) })
+			signalChild(syscall.SIGUSR1, "released")
+			r := <-got
+			if r.err != nil {
+				t.Fatalf("first Acquire: %v", r.err)
+			}
+			release(t, r.lock)
+			signalChild(syscall.SIGUSR2, "held ")
+			// The second wait reads the generation while the record of
+			// the first ring still waits.
+			got = acquireAsync(ctx, l, name)
+			eventually(t, ctx, "the second waiter to arm the release", func() bool { return wanted(t, tg, name) })
+			signalChild(syscall.SIGUSR1, "released")
+			if r = <-got; r.err != nil {
+				t.Fatalf("second Acquire, after a ring not yet recorded: %v", r.err)
+			}
+			release(t, r.lock)
+		})
+	}
+}
