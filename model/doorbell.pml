@@ -20,7 +20,9 @@
  * Mutants: MUT_NO_GENERATION (one bell per session, released and taken
  * again at each ring: the lost wake-up the generations prevent),
  * MUT_ARM_FIRST (the waiter reads the bell's generation after arming,
- * not before) and MUT_STALE_POLLS (the code as it stands: a waiter whose
+ * not before), MUT_BELL_AHEAD (the waiter takes the generation after the
+ * recorded one even when the recorded bell is still held) and
+ * MUT_STALE_POLLS (the code before the model's finding: a waiter whose
  * watcher declines a generation it saw rung polls without crash
  * detection, so a dead holder's lease must run out).
  */
@@ -146,8 +148,17 @@ proctype Client(byte p) {
 	:: /* a failed try: the row is held; its token and key (myRemaining) */
 		atomic { ALIVE && rounds < ROUNDS(p) && rlive -> t = rtok; k = rsk }
 #ifndef MUT_ARM_FIRST
-		/* (a) the holder session's current generation (myBellOf) */
+		/* (a) the holder session's current generation (myBellOf): the
+		 * recorded one, then, in the same statement but not atomically
+		 * with it, one more if that bell is free already (it rang and its
+		 * record is on its way, or the session ended) */
 		atomic { ALIVE -> g = (k > 0 -> tab[k - 1] : 0) }
+#ifdef MUT_BELL_AHEAD
+		/* mutant: one more whatever the bell's state */
+		atomic { ALIVE -> if :: k > 0 && g < GMAX -> g++ :: else fi }
+#else
+		atomic { ALIVE -> if :: k > 0 && !BELLHELD(k - 1, g) && g < GMAX -> g++ :: else fi }
+#endif
 #endif
 		/* (b) arm (myArm): the release of hold t will see wanted */
 		if
