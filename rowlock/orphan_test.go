@@ -134,20 +134,25 @@ WHERE b.trx_mysql_thread_id = ?`
 	// the drop it starts waits for it.
 	waitCtx, stopWaiting := context.WithTimeout(ctx, time.Minute) // liveness bound
 	defer stopWaiting()
-	eventually(t, waitCtx, "the take to wait for the row lock", func() bool {
-		select {
-		case err := <-tried:
-			t.Fatalf("TryAcquire returned before it waited for the row lock: %v", err)
-		default:
-		}
+	// found reports whether a count of sessions waiting (query, asked
+	// about the blocker's session) is above zero, pausing when not.
+	found := func(query string) bool {
 		var n int
-		if err := tg.DB.QueryRowContext(ctx, blocked, session).Scan(&n); err != nil {
+		if err := tg.DB.QueryRowContext(ctx, query, session).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
 			time.Sleep(poll)
 		}
 		return n > 0
+	}
+	eventually(t, waitCtx, "the take to wait for the row lock", func() bool {
+		select {
+		case err := <-tried:
+			t.Fatalf("TryAcquire returned before it waited for the row lock: %v", err)
+		default:
+		}
+		return found(blocked)
 	})
 	cancel()
 	if err := <-tried; !errors.Is(err, dblock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
@@ -164,16 +169,7 @@ SELECT count(*) FROM pg_stat_activity d
 WHERE d.wait_event = 'advisory'
   AND EXISTS (SELECT 1 FROM pg_stat_activity t
               WHERE $1 = ANY (pg_blocking_pids(t.pid)) AND t.pid = ANY (pg_blocking_pids(d.pid)))`
-		eventually(t, waitCtx, "the drop to wait for the cut-short take", func() bool {
-			var n int
-			if err := tg.DB.QueryRowContext(ctx, dropWaits, session).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n == 0 {
-				time.Sleep(poll)
-			}
-			return n > 0
-		})
+		eventually(t, waitCtx, "the drop to wait for the cut-short take", func() bool { return found(dropWaits) })
 	}
 	if err := blocker.Commit(); err != nil {
 		t.Fatal(err)
