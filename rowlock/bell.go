@@ -39,9 +39,10 @@ import (
 // never runs ahead of the bells held (a generation is recorded only once
 // it is the current one), and the one after a recorded generation found
 // free is at most the current one (the free one has rung, or the session
-// has ended), so g is at most the current generation c at step 1; the ring that follows the release of T releases the generation
-// current then, which is at least c, and every generation below it was
-// released before. So the GET_LOCK of step 3 returns no later than that
+// has ended), so g is at most the current generation c at step 1; the
+// ring that follows the release of T releases the generation current
+// then, which is at least c, and every generation below it was released
+// before. So the GET_LOCK of step 3 returns no later than that
 // ring. A waiter that read an old generation wakes at once, tries, and
 // reads a newer one. Step 1 must come before step 2: read after, g could
 // be the generation taken by a ring that has already happened.

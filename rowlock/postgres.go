@@ -82,10 +82,10 @@ RETURNING l.token`
 const takeMarkClass = "1397836875" // "SQLK"
 
 // pgTakeMark and pgInsertMark (the owner id is $3 in pgTake, $4 in
-// pgInsert) are always true. Evaluated in the WHERE clause once the row
-// (or, for a fresh name, the absence of one) qualifies, before the
-// statement waits for any row lock, they mark a take that may still
-// commit: a drop of a cut-short take waits for the mark (pgAwaitTake)
+// pgInsert) are always true. Evaluated in the WHERE clause, which
+// PostgreSQL checks on the row version it sees before it waits for that
+// row's lock (and, in pgInsert, before either INSERT runs), they mark a
+// take that may still commit: a drop of a cut-short take waits for the mark (pgAwaitTake)
 // before it looks for a hold to undo. Waiting for the row lock alone is
 // not enough: a row lock is granted to whoever asks first once its holder
 // commits, and a drop can ask before a take that was woken has run again
