@@ -90,11 +90,12 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 func newStore(db *sql.DB, d dblock.Dialect, ring func()) store {
 	switch d {
 	case dblock.Postgres:
-		return postgresStore{db: pgxrow.Wrap(db), process: lockinput.ProcessHost()}
+		pdb := pgxrow.Wrap(db)
+		return postgresStore{listing: listing{pdb, listingSQL{pgLocks, pgHeld, pgCountLapsed}}, db: pdb, process: lockinput.ProcessHost()}
 	case dblock.SQLite:
 		return newSQLiteStore(db)
 	}
-	return mysqlStore{db: db, hot: stmtcache.New(db), process: lockinput.ProcessHost(), ring: ring}
+	return mysqlStore{listing: listing{db, listingSQL{myLocks, myHeldByName, myCountLapsed}}, db: db, hot: stmtcache.New(db), process: lockinput.ProcessHost(), ring: ring}
 }
 
 // Dialect is the SQL dialect the Locker speaks.

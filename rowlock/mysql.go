@@ -17,6 +17,7 @@ import (
 )
 
 type mysqlStore struct {
+	listing
 	db *sql.DB
 	// hot runs the statements of every acquire and release prepared.
 	hot *stmtcache.Cache
@@ -437,20 +438,6 @@ func (s mysqlStore) awaitMarkerGone(ctx context.Context, key int64, wait time.Du
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	return true, nil
-}
-
-func (s mysqlStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {
-	return queryHeld(ctx, s.db, myLocks, limit)
-}
-
-func (s mysqlStore) held(ctx context.Context, name string) (HeldLock, bool, error) {
-	return onlyRow(queryHeld(ctx, s.db, myHeldByName, name))
-}
-
-func (s mysqlStore) countLapsed(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, myCountLapsed).Scan(&n)
-	return n, err
 }
 
 func (mysqlStore) notifies() bool { return false }

@@ -18,6 +18,7 @@ import (
 const releaseChannel = "dblock_released"
 
 type postgresStore struct {
+	listing
 	db pgxrow.DB // statements in a mode that works through poolers
 	// process is this process's identity (lockinput.ProcessHost), which a
 	// waiter records when it asks for a release NOTIFY and a release
@@ -391,20 +392,6 @@ func (s postgresStore) awaitMarkerGone(ctx context.Context, key int64, wait time
 		return false, nil
 	}
 	return err == nil, err
-}
-
-func (s postgresStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {
-	return queryHeld(ctx, s.db, pgLocks, limit)
-}
-
-func (s postgresStore) held(ctx context.Context, name string) (HeldLock, bool, error) {
-	return onlyRow(queryHeld(ctx, s.db, pgHeld, name))
-}
-
-func (s postgresStore) countLapsed(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, pgCountLapsed).Scan(&n)
-	return n, err
 }
 
 func (postgresStore) notifies() bool { return true }

@@ -27,6 +27,7 @@ import (
 // SQLite has no sessions and no notifications: the Locker runs on leases
 // alone and its waiters poll.
 type sqliteStore struct {
+	listing
 	db    *sql.DB
 	ready *sqliteReady
 	// turn queues the Locker's own writers, first come first served: the
@@ -132,7 +133,7 @@ FROM ` + locksTable
 )
 
 func newSQLiteStore(db *sql.DB) sqliteStore {
-	return sqliteStore{db: db, ready: &sqliteReady{db: db}, turn: make(chan struct{}, 1)}
+	return sqliteStore{listing: listing{db, listingSQL{sqLocks, sqHeldByName, sqCountLapsed}}, db: db, ready: &sqliteReady{db: db}, turn: make(chan struct{}, 1)}
 }
 
 func (s sqliteStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
@@ -253,20 +254,6 @@ WHERE expires_at < ` + sqNow + ` - ? AND name IN (` + placeholders(len(lapsed)) 
 		return sweepBatch{}, err
 	}
 	return b, nil
-}
-
-func (s sqliteStore) locks(ctx context.Context, limit int) ([]HeldLock, error) {
-	return queryHeld(ctx, s.db, sqLocks, limit)
-}
-
-func (s sqliteStore) held(ctx context.Context, name string) (HeldLock, bool, error) {
-	return onlyRow(queryHeld(ctx, s.db, sqHeldByName, name))
-}
-
-func (s sqliteStore) countLapsed(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, sqCountLapsed).Scan(&n)
-	return n, err
 }
 
 // SQLite has no notifications, no sessions and no doorbells (the Locker's

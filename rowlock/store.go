@@ -250,6 +250,38 @@ func scanHolder(row *sql.Row) (holderInfo, error) {
 	return h, nil
 }
 
+// listing is the part of a store that reads the lock table for operators
+// (locks, held, countLapsed): one statement each, the dialects differing
+// only in their SQL. Each store embeds it.
+type listing struct {
+	db  listingDB
+	sql listingSQL
+}
+
+// listingDB runs listing's statements: a *sql.DB, or pgxrow.DB.
+type listingDB interface {
+	querier
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// listingSQL are a dialect's statements for listing. locks: limit; held:
+// name (both rows as queryHeld reads them); countLapsed: none.
+type listingSQL struct{ locks, held, countLapsed string }
+
+func (s listing) locks(ctx context.Context, limit int) ([]HeldLock, error) {
+	return queryHeld(ctx, s.db, s.sql.locks, limit)
+}
+
+func (s listing) held(ctx context.Context, name string) (HeldLock, bool, error) {
+	return onlyRow(queryHeld(ctx, s.db, s.sql.held, name))
+}
+
+func (s listing) countLapsed(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.sql.countLapsed).Scan(&n)
+	return n, err
+}
+
 // onlyRow returns the only lock a query by name returns, if any.
 func onlyRow(locks []HeldLock, err error) (HeldLock, bool, error) {
 	if err != nil || len(locks) == 0 {
