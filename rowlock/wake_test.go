@@ -280,3 +280,49 @@ func TestWaiterFollowsARingNotYetRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestBellWaitBesideMarkerWait: a MySQL waiter that arms a holder's bell is
+// woken by the ring even while the watcher waits on that holder's marker
+// for another name (as it does for a waiter that read a bell already
+// rung). When one wait served each holder's session, the waiter was told
+// that a ring would wake it while that wait was the marker's, and slept
+// until the marker wait ended: here never (that wait lasts an hour, and
+// so do the waiter's pauses), so the test would hang.
+func TestBellWaitBesideMarkerWait(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		if tg.Dialect != dblock.MySQL {
+			continue // PostgreSQL wakes waiters by NOTIFY
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
+			defer cancel()
+			name := testdb.Name(t)
+			child := testdb.Child(t, "TestChildHolderReleasesOnSignal", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
+			heldToken(t, ctx, child)
+			var key int64
+			if err := tg.DB.QueryRowContext(ctx, `SELECT session_key FROM dblock_locks WHERE name = ?`, name).Scan(&key); err != nil {
+				t.Fatal(err)
+			}
+			if key == 0 {
+				t.Fatal("the holder's row records no session marker")
+			}
+			l := newLocker(t, tg.DB, rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour))
+			if !rowlock.WatchMarkerFor(l, name+"/other", key, time.Hour) {
+				t.Fatal("the watcher did not wait on the holder's marker")
+			}
+			got := acquireAsync(ctx, l, name)
+			eventually(t, ctx, "the waiter to arm the release", func() bool { return wanted(t, tg, name) })
+			if err := child.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := child.WaitLine(ctx, "released"); err != nil {
+				t.Fatal(err)
+			}
+			r := <-got
+			if r.err != nil {
+				t.Fatalf("Acquire, its holder's marker watched for another name: %v", r.err)
+			}
+			release(t, r.lock)
+		})
+	}
+}

@@ -28,6 +28,12 @@ import (
 // A blocked wait gives up after markerWait and starts again while a
 // waiter still needs it, so a watch nobody needs any more ends within
 // markerWait and costs one statement per markerWait while it lasts.
+//
+// A session's bells and its marker are waited on apart, each by a
+// goroutine of its own: a bell rings the moment its session releases a
+// lock a waiter armed, and a wait on the marker alone would keep such a
+// waiter asleep until the marker wait ended (up to markerWait), while the
+// waiter, told that a ring wakes it, does not poll.
 type watcher struct {
 	db      *sql.DB
 	store   store
@@ -35,10 +41,13 @@ type watcher struct {
 	grace   time.Duration
 	waiters *waitlist
 	logger  *slog.Logger
+	// blockFor is how long one blocked wait lasts: markerWait, but for
+	// tests that must tell a wait that ends from a wake-up.
+	blockFor time.Duration
 
 	mu      sync.Mutex
 	targets map[string]target // by name: what the first waiter of the name waits on
-	keys    map[int64]bool    // markers with a wait running
+	waits   map[wait]bool     // the waits running
 	// rung is, by marker key, the newest bell generation found rung
 	// while its session lived: a waiter that read it or an older one
 	// read a stale generation (the ring's record is on its way) and polls
@@ -64,6 +73,16 @@ type target struct {
 	by    *waiter
 }
 
+// wait is what one of the watcher's goroutines blocks on: a session's
+// marker, or (bell) the oldest of its bells that a target armed.
+type wait struct {
+	key  int64
+	bell bool
+}
+
+// of reports whether t is waited on by w.
+func (w wait) of(t target) bool { return t.key == w.key && t.rings == w.bell }
+
 // maxRungKeys bounds watcher.rung.
 const maxRungKeys = 1024
 
@@ -71,7 +90,8 @@ const (
 	// markerWait is how long one blocked wait on a marker lasts.
 	markerWait = 5 * time.Second
 	// maxMarkerWaits caps the connections a Locker's watcher blocks at
-	// once; beyond it waiters are left to the lease.
+	// once (marker and bell waits together); beyond it waiters are left to
+	// the lease, or poll.
 	maxMarkerWaits = 4
 )
 
@@ -89,7 +109,7 @@ func (wa *watcher) watch(name string, t target) bool {
 	}
 	if wa.targets == nil {
 		wa.targets = make(map[string]target)
-		wa.keys = make(map[int64]bool)
+		wa.waits = make(map[wait]bool)
 		wa.rung = make(map[int64]int64)
 		wa.ctx, wa.stop = context.WithCancel(context.Background())
 	}
@@ -99,10 +119,11 @@ func (wa *watcher) watch(name string, t target) bool {
 		}
 	}
 	wa.targets[name] = t
-	if wa.keys[t.key] {
+	w := wait{key: t.key, bell: t.rings}
+	if wa.waits[w] {
 		return true
 	}
-	if len(wa.keys) >= maxMarkerWaits || !reserveSessionConn(wa.db) {
+	if len(wa.waits) >= maxMarkerWaits || !reserveSessionConn(wa.db) {
 		delete(wa.targets, name)
 		if !wa.warned {
 			wa.warned = true
@@ -110,9 +131,9 @@ func (wa *watcher) watch(name string, t target) bool {
 		}
 		return false
 	}
-	wa.keys[t.key] = true
+	wa.waits[w] = true
 	wa.wg.Add(1)
-	go wa.run(wa.ctx, t.key)
+	go wa.run(wa.ctx, w)
 	return true
 }
 
@@ -137,42 +158,31 @@ func (wa *watcher) close() {
 	wa.wg.Wait()
 }
 
-// needed reports whether some name still waits on key; if not, the wait
-// on key ends (under mu, so that a new watch starts a new one).
-func (wa *watcher) needed(key int64) bool {
+// needed reports whether some name still needs w; if not, w ends (under
+// mu, so that a new watch starts a new one). For a bell wait it also
+// returns the oldest generation armed.
+func (wa *watcher) needed(w wait) (gen int64, ok bool) {
 	wa.mu.Lock()
 	defer wa.mu.Unlock()
 	for _, t := range wa.targets {
-		if t.key == key {
-			return true
+		if w.of(t) && (!ok || t.bell < gen) {
+			gen, ok = t.bell, true
 		}
 	}
-	delete(wa.keys, key)
-	return false
+	if !ok {
+		delete(wa.waits, w)
+	}
+	return gen, ok
 }
 
-// bellOf returns the oldest bell generation that a waiter on key armed,
-// if any.
-func (wa *watcher) bellOf(key int64) (gen int64, rings bool) {
-	wa.mu.Lock()
-	defer wa.mu.Unlock()
-	for _, t := range wa.targets {
-		if t.key == key && t.rings && (!rings || t.bell < gen) {
-			gen, rings = t.bell, true
-		}
+// await blocks until w's session ends (gone), or, for a bell wait, until
+// bell generation gen rings: rung and gone are then both handled here.
+func (wa *watcher) await(ctx context.Context, w wait, gen int64) (gone bool, err error) {
+	key := w.key
+	if !w.bell {
+		return wa.store.awaitMarkerGone(ctx, key, wa.blockFor)
 	}
-	return gen, rings
-}
-
-// await blocks until key's session ends (gone), or, when a waiter armed
-// one of its bells, until that bell rings: rung and gone are then both
-// handled here.
-func (wa *watcher) await(ctx context.Context, key int64) (gone bool, err error) {
-	gen, rings := wa.bellOf(key)
-	if !rings {
-		return wa.store.awaitMarkerGone(ctx, key, markerWait)
-	}
-	_, err = wa.store.awaitBell(ctx, key, gen, markerWait, func(dead bool) {
+	_, err = wa.store.awaitBell(ctx, key, gen, wa.blockFor, func(dead bool) {
 		if dead {
 			wa.shortenAll(ctx, key)
 			return
@@ -205,16 +215,20 @@ func (wa *watcher) wakeAll(key int64) {
 	}
 }
 
-// run waits on key's session while a name needs it.
-func (wa *watcher) run(ctx context.Context, key int64) {
+// run waits on w while a name needs it.
+func (wa *watcher) run(ctx context.Context, w wait) {
 	defer wa.wg.Done()
 	defer releaseSessionConn(wa.db)
-	for wa.needed(key) {
-		gone, err := wa.await(ctx, key)
+	for {
+		gen, ok := wa.needed(w)
+		if !ok {
+			return
+		}
+		gone, err := wa.await(ctx, w, gen)
 		switch {
 		case ctx.Err() != nil:
 			wa.mu.Lock()
-			delete(wa.keys, key)
+			delete(wa.waits, w)
 			wa.mu.Unlock()
 			return
 		case err != nil:
@@ -224,7 +238,7 @@ func (wa *watcher) run(ctx context.Context, key int64) {
 			case <-time.After(max(wa.grace, time.Second)): // at least a second: grace may be 0 (bells only)
 			}
 		case gone:
-			wa.shortenAll(ctx, key)
+			wa.shortenAll(ctx, w.key)
 		}
 	}
 }
