@@ -28,6 +28,8 @@ type env struct {
 	names registry
 	// prefix starts every name this run uses, so runs never collide.
 	prefix string
+	// prepared holds the statements prepared on pinned connections.
+	prepared onConn
 }
 
 // newName is a lock name of this run, registered for deletion at the end.

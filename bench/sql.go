@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync"
 
 	"github.com/sqllock/sqllock/dblock"
 )
@@ -28,6 +29,11 @@ type dialectSQL struct {
 	// fuCreate makes a name's row in dblock_forupdate; fuLock locks it in
 	// the caller's transaction: the recipe package forupdate is built on.
 	fuCreate, fuLock string
+	// xferGive hands a name's row to a waiter (token + 1), and xferRead
+	// reads its owner with a shared row lock, which waits for the giver's
+	// commit and then reads the row it committed: the handoff floor's raw protocol (see giveInCommit);
+	// xferHold gives the row back to the holder.
+	xferGive, xferRead, xferHold string
 	// bulkRows inserts the held-names section's rows: a whole statement
 	// over arrays on PostgreSQL, one row's VALUES on MySQL (see insertBulk).
 	bulkRows string
@@ -48,6 +54,9 @@ SELECT pg_notify($2, name) FROM gone`,
 		advUnlock: `SELECT pg_advisory_unlock($1)`,
 		fuCreate:  `INSERT INTO dblock_forupdate (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
 		fuLock:    `SELECT 1 FROM dblock_forupdate WHERE name = $1 FOR UPDATE`,
+		xferGive:  `UPDATE dblock_locks SET token = token + 1, owner_id = 'w' WHERE name = $1`,
+		xferRead:  `SELECT owner_id FROM dblock_locks WHERE name = $1 FOR SHARE`,
+		xferHold:  `UPDATE dblock_locks SET owner_id = 'o' WHERE name = $1`,
 		bulkRows: `INSERT INTO dblock_locks
     (name, stripe, token, owner_host, owner_id, hold_count, note, acquired_at, min_hold_until, expires_at)
 SELECT n, s, 1, 'sqllock-bench', $3, 1, 'sqllock bench: held names', clock_timestamp(), clock_timestamp(),
@@ -65,6 +74,9 @@ VALUES (?, 0, 1, 'h', 'o', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) 
 		advUnlock: `SELECT RELEASE_LOCK(?)`,
 		fuCreate:  `INSERT IGNORE INTO dblock_forupdate (name) VALUES (?)`,
 		fuLock:    `SELECT 1 FROM dblock_forupdate WHERE name = ? FOR UPDATE`,
+		xferGive:  `UPDATE dblock_locks SET token = token + 1, owner_id = 'w' WHERE name = ?`,
+		xferRead:  `SELECT owner_id FROM dblock_locks WHERE name = ? LOCK IN SHARE MODE`,
+		xferHold:  `UPDATE dblock_locks SET owner_id = 'o' WHERE name = ?`,
 		bulkRows: `(?, ?, 1, 'sqllock-bench', ?, 1, 'sqllock bench: held names', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),
     UTC_TIMESTAMP(6) + INTERVAL 15 MINUTE)`,
 	},
@@ -81,10 +93,53 @@ func (e *env) advKey(name string) any {
 	return int64(h.Sum64())
 }
 
+// onConn runs statements on pinned connections prepared, once per
+// connection: the server's own locks are a baseline, and go-sql-driver
+// would send each statement with arguments as prepare, run and close, two
+// round trips where rowlock, which prepares its statements, takes one.
+// (pgx prepares and caches by itself.) Safe for concurrent use.
+type onConn struct {
+	mu    sync.Mutex
+	stmts map[connQuery]*sql.Stmt
+}
+
+type connQuery struct {
+	conn  *sql.Conn
+	query string
+}
+
+// stmt returns query prepared on conn.
+func (o *onConn) stmt(ctx context.Context, conn *sql.Conn, query string) (*sql.Stmt, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := connQuery{conn, query}
+	if st, ok := o.stmts[k]; ok {
+		return st, nil
+	}
+	st, err := conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if o.stmts == nil {
+		o.stmts = make(map[connQuery]*sql.Stmt)
+	}
+	o.stmts[k] = st
+	return st, nil
+}
+
+// queryRow runs query prepared on conn (see onConn).
+func (e *env) queryRow(ctx context.Context, conn *sql.Conn, query string, args ...any) *sql.Row {
+	st, err := e.prepared.stmt(ctx, conn, query)
+	if err != nil {
+		return conn.QueryRowContext(ctx, query, args...) // reports the error
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
 // advTry takes the advisory lock of name on conn without waiting.
 func (e *env) advTry(ctx context.Context, conn *sql.Conn, name string) error {
 	var ok sql.NullBool
-	if err := conn.QueryRowContext(ctx, e.sql.advTry, e.advKey(name)).Scan(&ok); err != nil {
+	if err := e.queryRow(ctx, conn, e.sql.advTry, e.advKey(name)).Scan(&ok); err != nil {
 		return err
 	}
 	if !ok.Bool {
@@ -101,7 +156,7 @@ func (e *env) advLock(ctx context.Context, conn *sql.Conn, name string) error {
 		return err
 	}
 	var ok sql.NullBool
-	if err := conn.QueryRowContext(ctx, e.sql.advLock, e.advKey(name)).Scan(&ok); err != nil {
+	if err := e.queryRow(ctx, conn, e.sql.advLock, e.advKey(name)).Scan(&ok); err != nil {
 		return err
 	}
 	if !ok.Bool {
@@ -112,7 +167,7 @@ func (e *env) advLock(ctx context.Context, conn *sql.Conn, name string) error {
 
 func (e *env) advUnlock(ctx context.Context, conn *sql.Conn, name string) error {
 	var ok sql.NullBool
-	if err := conn.QueryRowContext(ctx, e.sql.advUnlock, e.advKey(name)).Scan(&ok); err != nil {
+	if err := e.queryRow(ctx, conn, e.sql.advUnlock, e.advKey(name)).Scan(&ok); err != nil {
 		return err
 	}
 	if !ok.Bool {
