@@ -106,8 +106,9 @@ const bellForgetWait = time.Second
 func bellName(key, gen int64) string { return fmt.Sprintf("sqllock.%d.%d", key, gen) }
 
 // wantWake arms h's hold for a ring (steps 1 and 2 above). armed is false
-// when the holder's session does not ring (the waiter polls) or the hold
-// has ended (it tries at once, and polls if that fails).
+// when the holder's session does not ring (the waiter polls); the error is
+// errHoldEnded when the hold has ended or changed hands (the waiter tries
+// again at once).
 func (s mysqlStore) wantWake(ctx context.Context, name string, h holderInfo) (bool, holderInfo, error) {
 	if h.key == 0 {
 		return false, h, nil
@@ -123,8 +124,11 @@ func (s mysqlStore) wantWake(ctx context.Context, name string, h holderInfo) (bo
 	if err != nil {
 		return false, h, err
 	}
-	if id, err := res.LastInsertId(); err != nil || id == 0 {
+	switch id, err := res.LastInsertId(); {
+	case err != nil:
 		return false, h, err
+	case id == 0:
+		return false, holderInfo{}, errHoldEnded
 	}
 	h.bell, h.rings = gen, true
 	return true, h, nil

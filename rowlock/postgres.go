@@ -338,7 +338,7 @@ func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int
 func (s postgresStore) wantWake(ctx context.Context, name string, _ holderInfo) (bool, holderInfo, error) {
 	h, err := scanHolder(s.db.QueryRowContext(ctx, pgWant, name, s.process))
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, holderInfo{}, nil
+		return false, holderInfo{}, errHoldEnded
 	}
 	return err == nil, h, err
 }

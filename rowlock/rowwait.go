@@ -108,6 +108,8 @@ func (rw *rowWait) pause(ctx context.Context, blockers []blocker) (time.Duration
 		}
 		armed, h, err := rw.askWake(ctx, b.name)
 		switch {
+		case errors.Is(err, errHoldEnded):
+			return 0, nil // it came free (or lapsed) since the look
 		case err != nil && ctx.Err() != nil:
 			return 0, err
 		case err != nil:

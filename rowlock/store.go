@@ -109,6 +109,9 @@ type holderInfo struct {
 
 // store is the SQL of one dialect. Implementations are in postgres.go and
 // mysql.go; each method is one statement or one short transaction.
+// errHoldEnded is wantWake's answer when there was no live hold to arm.
+var errHoldEnded = errors.New("rowlock: no live hold to ask a wake-up of")
+
 type store interface {
 	// tryAcquire takes over the name's row if its lease has lapsed,
 	// re-enters it for the same owner, or inserts it for a fresh name.
@@ -145,9 +148,11 @@ type store interface {
 	countLapsed(ctx context.Context) (int, error)
 	// wantWake asks that the release of name, held now (by h, as a try
 	// found it), be announced to other processes, and returns the holder
-	// as it is now. armed is false when the lock is not held (free, or
-	// lapsed and kept for fair waiters), or when its holder does not ring
-	// (MySQL): there will be no announcement.
+	// as it is now. armed is false when its holder does not ring (MySQL):
+	// there will be no announcement. The error is errHoldEnded when there
+	// was no live hold to arm (PostgreSQL: none at all; MySQL: not h's):
+	// the lock is free, lapsed and kept for fair waiters, or has changed
+	// hands since the try.
 	wantWake(ctx context.Context, name string, h holderInfo) (armed bool, now holderInfo, err error)
 	// awaitBell blocks, for at most wait, on generation gen of the
 	// doorbell of the session marked key (MySQL; bell.go), and runs woke

@@ -31,6 +31,9 @@ type waiting struct {
 	// waiter (MySQL): while the holder and token stay the same, and the
 	// watcher still waits on its bell, there is nothing to ask again.
 	armed holderInfo
+	// retried is true when the last pause was none: the hold the try
+	// before it met had ended by the time it was to be armed.
+	retried bool
 	// counted is true once an unfair waiter is counted among the waiters
 	// (the metric; the queue counts fair ones).
 	counted bool
@@ -151,11 +154,22 @@ func (wt *waiting) pause(ctx context.Context, h holderInfo) (time.Duration, erro
 	case wt.armed.rings && h.key == wt.armed.key && h.token == wt.armed.token:
 		h.rings, h.bell = true, wt.armed.bell
 	case wt.listening || (wt.l.sess.bells && h.key != 0 && h.remaining > 0):
+		var ended bool
 		var err error
-		if h, notified, err = wt.askWake(ctx, h); err != nil {
+		if h, notified, ended, err = wt.askWake(ctx, h); err != nil {
 			return 0, err
 		}
+		if ended && !wt.retried {
+			// The hold the try met ended before it could be armed
+			// (released, lapsed, or taken over): no announcement of its
+			// end will come, and the lock may be free. Try again at once,
+			// but only once in a row: a lapsed lock kept for an older
+			// fair waiter looks the same, and would have this spin.
+			wt.retried = true
+			return 0, nil
+		}
 	}
+	wt.retried = false
 	wt.armed = holderInfo{}
 	if watched := wt.watchBlocker(ctx, h); h.rings {
 		// MySQL: the holder's bell wakes this waiter if the watcher
@@ -203,26 +217,26 @@ func (wt *waiting) watchBlocker(ctx context.Context, h holderInfo) bool {
 
 // askWake asks that the holder's release be announced: releases are
 // announced only when asked for. It returns the holder (h, unless the
-// database said) and whether the release will wake this waiter.
-func (wt *waiting) askWake(ctx context.Context, h holderInfo) (holderInfo, bool, error) {
-	var armed bool
-	var now holderInfo
-	err := lockkit.RetryContention(ctx, func() (err error) {
+// database said), whether the release will wake this waiter, and whether
+// there was no live hold to ask it of (ended: the database's holder).
+func (wt *waiting) askWake(ctx context.Context, h holderInfo) (now holderInfo, armed, ended bool, err error) {
+	err = lockkit.RetryContention(ctx, func() (err error) {
 		armed, now, err = wt.l.store.wantWake(ctx, wt.a.name, h)
 		return err
 	})
 	switch {
+	case errors.Is(err, errHoldEnded):
+		return now, false, true, nil
 	case err != nil && ctx.Err() != nil:
-		return holderInfo{}, false, errors.Join(dblock.ErrNotAcquired, ctx.Err())
+		return holderInfo{}, false, false, errors.Join(dblock.ErrNotAcquired, ctx.Err())
 	case err != nil:
 		wt.l.cfg.logger.Warn("rowlock: asking for a wake-up failed; polling", "name", wt.a.name, "error", err)
-		return h, false, nil
+		return h, false, false, nil
 	case armed:
-		return now, true, nil
+		return now, true, false, nil
 	}
-	// Not held any more, or kept for older fair waiters: no announcement
-	// will come.
-	return h, false, nil
+	// The holder's session does not ring: no announcement will come.
+	return h, false, false, nil
 }
 
 // sleep waits for pause to pass, a wake-up, or ctx to end.
