@@ -13,3 +13,10 @@ func WatchMarkerFor(l *Locker, name string, key int64, d time.Duration) bool {
 	l.watch.blockFor = d // before any wait starts: l is fresh
 	return l.watch.watch(name, target{key: key, token: 1})
 }
+
+// WatchBell has l's watcher wait on bell generation gen of the session
+// marker key for name, as for a waiter that armed that bell. It reports
+// whether a ring will wake name.
+func WatchBell(l *Locker, name string, key, gen int64) bool {
+	return l.watch.watch(name, target{key: key, token: 1, rings: true, bell: gen})
+}

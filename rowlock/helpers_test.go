@@ -194,3 +194,18 @@ func sweepAll(t testing.TB, ctx context.Context, l *rowlock.Locker, grace time.D
 		after = next
 	}
 }
+
+// sessionKeyOf reads the session marker recorded in name's row (trusted or
+// not).
+func sessionKeyOf(t *testing.T, tg testdb.Target, name string) int64 {
+	t.Helper()
+	q := `SELECT session_key FROM dblock_locks WHERE name = $1`
+	if tg.Dialect == dblock.MySQL {
+		q = `SELECT session_key FROM dblock_locks WHERE name = ?`
+	}
+	var key int64
+	if err := tg.DB.QueryRowContext(t.Context(), q, name).Scan(&key); err != nil {
+		t.Fatalf("session_key of %q: %v", name, err)
+	}
+	return key
+}

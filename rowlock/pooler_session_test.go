@@ -120,14 +120,3 @@ func TestSessionThroughPooler(t *testing.T) {
 		})
 	}
 }
-
-// sessionKeyOf reads the session marker recorded in name's row (trusted or
-// not).
-func sessionKeyOf(t *testing.T, tg testdb.Target, name string) int64 {
-	t.Helper()
-	var key int64
-	if err := tg.DB.QueryRowContext(t.Context(), `SELECT session_key FROM dblock_locks WHERE name = $1`, name).Scan(&key); err != nil {
-		t.Fatalf("session_key of %q: %v", name, err)
-	}
-	return key
-}

@@ -299,13 +299,7 @@ func TestBellWaitBesideMarkerWait(t *testing.T) {
 			name := testdb.Name(t)
 			child := testdb.Child(t, "TestChildHolderReleasesOnSignal", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
 			heldToken(t, ctx, child)
-			var key int64
-			if err := tg.DB.QueryRowContext(ctx, `SELECT session_key FROM dblock_locks WHERE name = ?`, name).Scan(&key); err != nil {
-				t.Fatal(err)
-			}
-			if key == 0 {
-				t.Fatal("the holder's row records no session marker")
-			}
+			key := sessionKeyOf(t, tg, name)
 			l := newLocker(t, tg.DB, rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour))
 			if !rowlock.WatchMarkerFor(l, name+"/other", key, time.Hour) {
 				t.Fatal("the watcher did not wait on the holder's marker")
@@ -323,6 +317,44 @@ func TestBellWaitBesideMarkerWait(t *testing.T) {
 				t.Fatalf("Acquire, its holder's marker watched for another name: %v", r.err)
 			}
 			release(t, r.lock)
+		})
+	}
+}
+
+// TestBellsOfAnEndedSessionDeclined: once a MySQL waiter's Locker has
+// found a holder's session ended, it waits on none of that session's bells
+// again. They are all free: a wait on one would return at once, again and
+// again, each round a try, an arming and a shortening, until the lease it
+// had cut short lapsed (about 250 rounds a second were seen).
+func TestBellsOfAnEndedSessionDeclined(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		if tg.Dialect != dblock.MySQL {
+			continue // PostgreSQL has no bells
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
+			defer cancel()
+			name := testdb.Name(t)
+			child := testdb.Child(t, "TestChildHolderReleasesOnSignal", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
+			heldToken(t, ctx, child)
+			key := sessionKeyOf(t, tg, name)
+			if key == 0 {
+				t.Fatal("the holder's row records no session marker")
+			}
+			l := newLocker(t, tg.DB)
+			got := acquireAsync(ctx, l, name)
+			eventually(t, ctx, "the waiter to arm the release", func() bool { return wanted(t, tg, name) })
+			child.Kill()
+			// The lease is ten minutes: taken now, it was cut short, so
+			// the Locker found the session ended.
+			r := <-got
+			if r.err != nil {
+				t.Fatalf("Acquire after the holder was killed: %v", r.err)
+			}
+			release(t, r.lock)
+			if rowlock.WatchBell(l, name+"/other", key, 1<<40) {
+				t.Error("the watcher waits on a bell of a session it found ended")
+			}
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -51,7 +52,10 @@ type watcher struct {
 	// rung is, by marker key, the newest bell generation found rung
 	// while its session lived: a waiter that read it or an older one
 	// read a stale generation (the ring's record is on its way) and polls
-	// instead of waking at once again and again.
+	// instead of waking at once again and again. A session found ended
+	// has every generation rung (deadSession): its bells are all free,
+	// and a wait on one would return at once, again and again, until
+	// the lease it cut short lapsed.
 	rung   map[int64]int64
 	ctx    context.Context // canceled by close
 	stop   context.CancelFunc
@@ -82,6 +86,9 @@ type wait struct {
 
 // of reports whether t is waited on by w.
 func (w wait) of(t target) bool { return t.key == w.key && t.rings == w.bell }
+
+// deadSession is watcher.rung's generation for a session found ended.
+const deadSession = math.MaxInt64
 
 // maxRungKeys bounds watcher.rung.
 const maxRungKeys = 1024
@@ -184,18 +191,30 @@ func (wa *watcher) await(ctx context.Context, w wait, gen int64) (gone bool, err
 	}
 	_, err = wa.store.awaitBell(ctx, key, gen, wa.blockFor, func(dead bool) {
 		if dead {
-			wa.shortenAll(ctx, key)
+			wa.ended(ctx, key)
 			return
 		}
-		wa.mu.Lock()
-		if len(wa.rung) >= maxRungKeys {
-			clear(wa.rung)
-		}
-		wa.rung[key] = max(wa.rung[key], gen)
-		wa.mu.Unlock()
+		wa.setRung(key, gen)
 		wa.wakeAll(key)
 	})
 	return false, err
+}
+
+// setRung records that generation gen of key's bells has rung.
+func (wa *watcher) setRung(key, gen int64) {
+	wa.mu.Lock()
+	defer wa.mu.Unlock()
+	if len(wa.rung) >= maxRungKeys {
+		clear(wa.rung)
+	}
+	wa.rung[key] = max(wa.rung[key], gen)
+}
+
+// ended handles the end of key's session: none of its bells will ring
+// again, and what it marked is cut short.
+func (wa *watcher) ended(ctx context.Context, key int64) {
+	wa.setRung(key, deadSession)
+	wa.shortenAll(ctx, key)
 }
 
 // wakeAll wakes the waiters of every name that waits on key: its session
@@ -238,7 +257,7 @@ func (wa *watcher) run(ctx context.Context, w wait) {
 			case <-time.After(max(wa.grace, time.Second)): // at least a second: grace may be 0 (bells only)
 			}
 		case gone:
-			wa.shortenAll(ctx, w.key)
+			wa.ended(ctx, w.key)
 		}
 	}
 }
