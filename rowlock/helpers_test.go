@@ -3,6 +3,7 @@ package rowlock_test
 import (
 	"context"
 	"database/sql"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,15 +198,33 @@ func sweepAll(t testing.TB, ctx context.Context, l *rowlock.Locker, grace time.D
 
 // sessionKeyOf reads the session marker recorded in name's row (trusted or
 // not).
-func sessionKeyOf(t *testing.T, tg testdb.Target, name string) int64 {
+func sessionKeyOf(t testing.TB, tg testdb.Target, name string) int64 {
 	t.Helper()
-	q := `SELECT session_key FROM dblock_locks WHERE name = $1`
+	return lockColumn[int64](t, tg, "session_key", name)
+}
+
+// lockColumn reads column col of name's row in dblock_locks.
+func lockColumn[T any](t testing.TB, tg testdb.Target, col, name string) T {
+	t.Helper()
+	q := `SELECT ` + col + ` FROM dblock_locks WHERE name = $1`
 	if tg.Dialect == dblock.MySQL {
-		q = `SELECT session_key FROM dblock_locks WHERE name = ?`
+		q = `SELECT ` + col + ` FROM dblock_locks WHERE name = ?`
 	}
-	var key int64
-	if err := tg.DB.QueryRowContext(t.Context(), q, name).Scan(&key); err != nil {
-		t.Fatalf("session_key of %q: %v", name, err)
+	var v T
+	if err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&v); err != nil {
+		t.Fatalf("%s of %q: %v", col, name, err)
 	}
-	return key
+	return v
+}
+
+// childReleases has a TestChildHolderReleasesOnSignal child release its
+// lock, and waits until it says so.
+func childReleases(t testing.TB, ctx context.Context, child *testdb.ChildProcess) {
+	t.Helper()
+	if err := child.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.WaitLine(ctx, "released"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -483,12 +483,7 @@ func TestSemaphoreWaiterNotifiedAcrossProcesses(t *testing.T) {
 			// Until the waiter has asked for the announcement, the release
 			// would not send it.
 			eventually(t, ctx, "the waiter asks to be woken", func() bool { return wanted(t, tg, slotRow(name, 0)) })
-			if err := child.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := child.WaitLine(ctx, "released"); err != nil {
-				t.Fatal(err)
-			}
+			childReleases(t, ctx, child)
 			r := <-got
 			if r.err != nil {
 				t.Fatalf("the waiter was not woken by the release in the other process: %v", r.err)
@@ -501,15 +496,7 @@ func TestSemaphoreWaiterNotifiedAcrossProcesses(t *testing.T) {
 // wanted reads whether a waiter asked for name's release to be announced.
 func wanted(t testing.TB, tg testdb.Target, name string) bool {
 	t.Helper()
-	q := `SELECT wanted FROM dblock_locks WHERE name = $1`
-	if tg.Dialect == dblock.MySQL {
-		q = `SELECT wanted FROM dblock_locks WHERE name = ?`
-	}
-	var w bool
-	if err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&w); err != nil {
-		t.Fatalf("wanted of %q: %v", name, err)
-	}
-	return w
+	return lockColumn[bool](t, tg, "wanted", name)
 }
 
 // TestKilledHolderGivesPermitBack: SIGKILL the holder of a semaphore's

@@ -107,11 +107,11 @@ type holderInfo struct {
 	bell  int64
 }
 
-// store is the SQL of one dialect. Implementations are in postgres.go and
-// mysql.go; each method is one statement or one short transaction.
 // errHoldEnded is wantWake's answer when there was no live hold to arm.
 var errHoldEnded = errors.New("rowlock: no live hold to ask a wake-up of")
 
+// store is the SQL of one dialect. Implementations are in postgres.go and
+// mysql.go; each method is one statement or one short transaction.
 type store interface {
 	// tryAcquire takes over the name's row if its lease has lapsed,
 	// re-enters it for the same owner, or inserts it for a fresh name.

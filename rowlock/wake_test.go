@@ -101,12 +101,7 @@ func TestWokenAcrossProcesses(t *testing.T) {
 				eventually(t, ctx, "a waiter to ask for a wake-up", func() bool { return wanted(t, tg, name) })
 				switch ending {
 				case "release":
-					if err := child.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-						t.Fatal(err)
-					}
-					if _, err := child.WaitLine(ctx, "released"); err != nil {
-						t.Fatal(err)
-					}
+					childReleases(t, ctx, child)
 				case "SIGKILL":
 					child.Kill()
 				}
@@ -306,12 +301,7 @@ func TestBellWaitBesideMarkerWait(t *testing.T) {
 			}
 			got := acquireAsync(ctx, l, name)
 			eventually(t, ctx, "the waiter to arm the release", func() bool { return wanted(t, tg, name) })
-			if err := child.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := child.WaitLine(ctx, "released"); err != nil {
-				t.Fatal(err)
-			}
+			childReleases(t, ctx, child)
 			r := <-got
 			if r.err != nil {
 				t.Fatalf("Acquire, its holder's marker watched for another name: %v", r.err)
