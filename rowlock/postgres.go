@@ -86,8 +86,8 @@ const takeMarkClass = "1397836875" // "SQLK"
 // pgInsert) are always true. Evaluated in the WHERE clause, which
 // PostgreSQL checks on the row version it sees before it waits for that
 // row's lock (and, in pgInsert, before either INSERT runs), they mark a
-// take that may still commit: a drop of a cut-short take waits for the mark (pgAwaitTake)
-// before it looks for a hold to undo. Waiting for the row lock alone is
+// take that may still commit: a drop of a cut-short take waits for the
+// mark (pgAwaitTake) before it looks for a hold to undo. Waiting for the row lock alone is
 // not enough: a row lock is granted to whoever asks first once its holder
 // commits, and a drop can ask before a take that was woken has run again
 // (TestCutShortTryLeavesNothingHeld).

@@ -292,9 +292,7 @@ func TestBellWaitBesideMarkerWait(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
 			defer cancel()
 			name := testdb.Name(t)
-			child := testdb.Child(t, "TestChildHolderReleasesOnSignal", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
-			heldToken(t, ctx, child)
-			key := sessionKeyOf(t, tg, name)
+			child, key := markedChildHolder(t, ctx, tg, name)
 			l := newLocker(t, tg.DB, rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour))
 			if !rowlock.WatchMarkerFor(l, name+"/other", key, time.Hour) {
 				t.Fatal("the watcher did not wait on the holder's marker")
@@ -325,12 +323,7 @@ func TestBellsOfAnEndedSessionDeclined(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
 			defer cancel()
 			name := testdb.Name(t)
-			child := testdb.Child(t, "TestChildHolderReleasesOnSignal", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
-			heldToken(t, ctx, child)
-			key := sessionKeyOf(t, tg, name)
-			if key == 0 {
-				t.Fatal("the holder's row records no session marker")
-			}
+			child, key := markedChildHolder(t, ctx, tg, name)
 			l := newLocker(t, tg.DB)
 			got := acquireAsync(ctx, l, name)
 			eventually(t, ctx, "the waiter to arm the release", func() bool { return wanted(t, tg, name) })
@@ -347,4 +340,17 @@ func TestBellsOfAnEndedSessionDeclined(t *testing.T) {
 			}
 		})
 	}
+}
+
+// markedChildHolder starts a TestChildHolderReleasesOnSignal child that
+// holds name, and returns it with the session marker key its row records.
+func markedChildHolder(t *testing.T, ctx context.Context, tg testdb.Target, name string) (*testdb.ChildProcess, int64) {
+	t.Helper()
+	child := testdb.Child(t, "TestChildHolderReleasesOnSignal", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name)
+	heldToken(t, ctx, child)
+	key := sessionKeyOf(t, tg, name)
+	if key == 0 {
+		t.Fatal("the holder's row records no session marker")
+	}
+	return child, key
 }
