@@ -261,10 +261,16 @@ func (d *driver) Version() (version int, dirty bool, err error) {
 	if err != nil {
 		return 0, false, &database.Error{OrigErr: err, Query: []byte(q)}
 	}
+	return knownVersion(version, dirty, d.known)
+}
+
+// knownVersion is the stored version as the migration files know it (see
+// driver.Version).
+func knownVersion(version int, dirty bool, known func(version uint) bool) (int, bool, error) {
 	switch {
 	case version < 0:
 		// golang-migrate's dirty NilVersion.
-	case d.known(uint(version)):
+	case known(uint(version)):
 	case version == foldedVersion && !dirty:
 		return 1, false, nil
 	default:

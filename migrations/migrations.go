@@ -101,35 +101,31 @@ func Down(ctx context.Context, db *sql.DB, opts ...Option) error {
 	return run(ctx, db, opts, func(m *migrate.Migrate) error { return m.Down() })
 }
 
-// Version reports the schema version (0 when nothing has run) and whether
-// the last migration failed half-way (dirty), or a *VersionError.
-func Version(ctx context.Context, db *sql.DB, opts ...Option) (version uint, dirty bool, err error) {
-	err = run(ctx, db, opts, func(m *migrate.Migrate) error {
-		version, dirty, err = m.Version()
-		if errors.Is(err, migrate.ErrNilVersion) {
-			version, dirty, err = 0, false, nil
-		}
+func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migrate) error) error {
+	d, err := resolve(ctx, db, opts)
+	if err != nil {
 		return err
-	})
-	return version, dirty, err
+	}
+	return runFrom(ctx, db, d, files, string(d), step)
 }
 
-func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migrate) error) error {
+// resolve checks ctx and opts and returns db's dialect.
+func resolve(ctx context.Context, db *sql.DB, opts []Option) (dblock.Dialect, error) {
 	var cfg config
 	for _, opt := range opts {
 		if opt == nil {
-			return fmt.Errorf("migrations: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
+			return "", fmt.Errorf("migrations: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
 		}
 		opt(&cfg)
 	}
 	if err := lockinput.CheckContext(ctx); err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return "", fmt.Errorf("migrations: %w", err)
 	}
 	d, err := lockkit.ResolveDialect(db, cfg.dialect)
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return "", fmt.Errorf("migrations: %w", err)
 	}
-	return runFrom(ctx, db, d, files, string(d), step)
+	return d, nil
 }
 
 // runFrom is run with the migration files of dir in fsys (a test runs
