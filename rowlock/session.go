@@ -16,6 +16,7 @@ import (
 
 	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/metrics"
+	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
 // session is a Locker's session connection: one connection, kept out of
@@ -437,7 +438,9 @@ func (s *session) serve(ctx context.Context, inc *incarnation) error {
 		s.noPgx = true // for good: markers go on without LISTEN
 		s.warnOnce("rowlock: LISTEN needs the pgx driver; waiters poll")
 	}
-	sc := sqlConn{c: conn, rings: s.rings}
+	// On pgx the statements run in a mode that works through a pooler
+	// (pgxrow); other drivers (lib/pq) take their arguments as given.
+	sc := sqlConn{c: conn, run: pgxrow.Wrap(s.db).On(conn), rings: s.rings}
 	if !s.isPg {
 		// A PostgreSQL session connection may be behind a pooler, where
 		// named prepared statements break; MySQL's is not.
@@ -716,7 +719,10 @@ func (pgxConn) notifies() bool { return true }
 // sqlConn is a session connection through database/sql: no notifications,
 // but requests to ring the doorbell arrive as if they were one.
 type sqlConn struct {
-	c     *sql.Conn
+	c *sql.Conn
+	// run runs statements on c that are not prepared (PostgreSQL), with
+	// their arguments.
+	run   pgxrow.Runner
 	rings <-chan struct{}
 	// stmts are the statements with arguments, prepared once on the
 	// connection (MySQL; nil on PostgreSQL): go-sql-driver would otherwise
@@ -750,7 +756,10 @@ func (s sqlConn) close() {
 const ringRequest = "sqllock ring request"
 
 func (s sqlConn) query(ctx context.Context, query string, args []any, dest ...any) error {
-	if len(args) == 0 || s.stmts == nil {
+	if s.stmts == nil {
+		return s.run.QueryRowContext(ctx, query, args...).Scan(dest...)
+	}
+	if len(args) == 0 {
 		return s.c.QueryRowContext(ctx, query).Scan(dest...)
 	}
 	st, err := s.stmt(ctx, query)
@@ -761,7 +770,11 @@ func (s sqlConn) query(ctx context.Context, query string, args []any, dest ...an
 }
 
 func (s sqlConn) exec(ctx context.Context, query string, args ...any) error {
-	if len(args) == 0 || s.stmts == nil {
+	if s.stmts == nil {
+		_, err := s.run.ExecContext(ctx, query, args...)
+		return err
+	}
+	if len(args) == 0 {
 		_, err := s.c.ExecContext(ctx, query)
 		return err
 	}
