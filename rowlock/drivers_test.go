@@ -47,8 +47,10 @@ var driverKinds = []driverKind{
 			}
 			return l.TryAcquire(ctx, name)
 		},
-		row:      func(name string) string { return name },
-		rival:    func(ctx context.Context, l *rowlock.Locker, name string) (dblock.Lock, error) { return l.TryAcquire(ctx, name) },
+		row: func(name string) string { return name },
+		rival: func(ctx context.Context, l *rowlock.Locker, name string) (dblock.Lock, error) {
+			return l.TryAcquire(ctx, name)
+		},
 		onSQLite: true,
 	},
 	{
