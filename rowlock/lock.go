@@ -35,6 +35,17 @@ type Lock struct {
 	deadline time.Time // by the local monotonic clock: lost unless renewed before
 	err      error     // nil while held
 	released bool
+	// releasing: a Release is running; a second one says ErrNotHeld.
+	releasing bool
+	// renewStopped: a Release stopped the renewal; loopStarted is whether
+	// its loop had started (renewDone is then closed once it has ended).
+	renewStopped, loopStarted bool
+	// lapse declares the lock lost at its deadline after a failed
+	// Release, the renewal loop having stopped.
+	lapse *time.Timer
+	// lostWhileReleasing is a loss met while a Release ran: it counts
+	// only if the release fails.
+	lostWhileReleasing error
 	// givenBack: released by a failed acquisition of a lock kind, never
 	// handed to a caller, so its hold is not measured.
 	givenBack bool
@@ -123,9 +134,11 @@ func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
 // the session's goroutine has not run yet.
 func (k *Lock) Err() error {
 	k.mu.Lock()
-	err, deadline, released := k.err, k.deadline, k.released
+	err, deadline, done := k.err, k.deadline, k.released || k.releasing
 	k.mu.Unlock()
-	if err != nil || released {
+	if err != nil || done {
+		// While a Release runs the hold counts as held: if it fails,
+		// releaseFailed declares any loss met meanwhile.
 		return err
 	}
 	now := clock.Now()
@@ -264,8 +277,17 @@ var (
 )
 
 // lose marks the lock lost with cause, unless it was released already.
+// While a Release runs the cause is kept: the hold is lost with it only if
+// the release fails.
 func (k *Lock) lose(cause error) {
 	k.mu.Lock()
+	if k.releasing && !k.released && k.err == nil {
+		if k.lostWhileReleasing == nil {
+			k.lostWhileReleasing = cause
+		}
+		k.mu.Unlock()
+		return
+	}
 	if k.released || k.err != nil {
 		k.mu.Unlock()
 		return
@@ -283,36 +305,64 @@ func (k *Lock) lose(cause error) {
 	k.cancel(err)
 }
 
+// releaseTimeout bounds a release whose context had ended when Release was
+// called, as dblock.Do bounds its own.
+const releaseTimeout = 10 * time.Second
+
 // Release gives up this hold. The last hold frees the lock at once, or with
 // MinHold pending leaves it taken, by nobody, until acquisition + MinHold.
-// Contention is retried until ctx ends. Errors: dblock.ErrNotHeld on a
-// second Release; an error wrapping dblock.ErrLockLost if the lock had been
-// lost; an error wrapping ctx.Err() (ctx ended first) or a driver error: the
-// lease then lapses within the TTL, since renewal has stopped.
+// Contention is retried until ctx ends.
+//
+// A lock often outlives the context it was acquired with (defer
+// k.Release(ctx)): a ctx that has already ended when Release is called does
+// not stop it. The release then runs with ctx's values only, bounded by a
+// timeout of its own (10 s), as dblock.Do's does. A ctx still live bounds
+// the release: if it ends first, Release returns an error wrapping
+// ctx.Err().
+//
+// Errors: dblock.ErrNotHeld once released; an error wrapping
+// dblock.ErrLockLost if the lock had been lost (its row, if still this
+// hold's, is deleted all the same); an error wrapping ctx.Err() or the
+// timeout's, or a driver error, when the release statement did not succeed.
+// The hold then stays releasable: call Release again. Its renewal has
+// stopped, so unless released it is lost (Done closed, Err wrapping
+// dblock.ErrLockLost) by the time its lease could lapse.
 func (k *Lock) Release(ctx context.Context) error {
 	// Checked before anything changes: a bad call must leave the lock held.
 	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Release: %w", err)
 	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+	}
 	k.mu.Lock()
-	if k.released {
+	if k.released || k.releasing {
 		k.mu.Unlock()
 		return dblock.ErrNotHeld
 	}
-	k.released = true
+	k.releasing = true
 	lost, givenBack := k.err, k.givenBack
+	if !k.renewStopped {
+		// The renewal loop is stopped but not waited for until the
+		// release is sent: waking it and waiting for it to exit would
+		// put two goroutine switches in front of every release. A
+		// renewal still in flight is harmless either way: before the
+		// release it extends the lease the release then ends; after it,
+		// it matches no row (the lock is free, or another holder's) or
+		// extends the lease that reentrant holds of the same owner still
+		// share, and, finding this hold releasing, it does not declare
+		// the lock lost.
+		k.renewStopped = true
+		k.stopRenew()
+		k.loopStarted = !k.renewStart.Stop()
+	}
+	loopStarted := k.loopStarted
+	if k.lapse != nil {
+		k.lapse.Stop()
+	}
 	k.mu.Unlock()
-
-	// The renewal loop is stopped but not waited for until the release is
-	// sent: waking it and waiting for it to exit would put two goroutine
-	// switches in front of every release. A renewal still in flight is
-	// harmless either way: before the release it extends the lease the
-	// release then ends; after it, it matches no row (the lock is free, or
-	// another holder's) or extends the lease that reentrant holds of the
-	// same owner still share, and, finding this hold released, it does not
-	// declare the lock lost.
-	k.stopRenew()
-	loopStarted := !k.renewStart.Stop()
 
 	var ok bool
 	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
@@ -325,6 +375,10 @@ func (k *Lock) Release(ctx context.Context) error {
 	if loopStarted {
 		<-k.renewDone
 	}
+	if err != nil {
+		k.releaseFailed()
+		return lockkit.WrapDBError("rowlock: release "+fmt.Sprintf("%q", k.h.name), err)
+	}
 	// After the release statement: until it has run, the marker must stay
 	// (a contender that saw it gone could cut the lease short).
 	k.l.sess.unregister(k)
@@ -332,6 +386,7 @@ func (k *Lock) Release(ctx context.Context) error {
 		k.metrics.Held(context.WithoutCancel(ctx), clock.Now().Sub(k.acquired), false)
 	}
 	k.mu.Lock()
+	k.released = true
 	if k.err == nil {
 		k.err = dblock.ErrReleased
 	}
@@ -340,12 +395,36 @@ func (k *Lock) Release(ctx context.Context) error {
 	switch {
 	case lost != nil:
 		return lost
-	case err != nil:
-		return lockkit.WrapDBError("rowlock: release "+fmt.Sprintf("%q", k.h.name), err)
 	case !ok:
 		return fmt.Errorf("%w: %q: its row was taken over or deleted before release", dblock.ErrLockLost, k.h.name)
 	}
 	return nil
+}
+
+// releasable reports whether the hold may still be released: a Release
+// failed, or none ran.
+func (k *Lock) releasable() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return !k.released
+}
+
+// releaseFailed leaves the hold releasable after its release statement
+// failed. No renewal keeps it now: it is declared lost when its deadline
+// passes, as the renewal loop would have (Err checks it, and a timer makes
+// sure Done is closed then even if nobody asks).
+func (k *Lock) releaseFailed() {
+	k.mu.Lock()
+	k.releasing = false
+	cause := k.lostWhileReleasing
+	k.lostWhileReleasing = nil
+	if k.err == nil && cause == nil {
+		k.lapse = time.AfterFunc(time.Until(k.deadline), func() { _ = k.Err() })
+	}
+	k.mu.Unlock()
+	if cause != nil {
+		k.lose(cause)
+	}
 }
 
 // CheckHeld proves, inside tx (a transaction on the lock's database), that

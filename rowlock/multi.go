@@ -141,6 +141,9 @@ type MultiLock struct {
 	mu       sync.Mutex
 	err      error // nil while held
 	released bool
+	// releasing: a Release runs; releaseTried: one ran (and failed, if
+	// released is not set).
+	releasing, releaseTried bool
 }
 
 func newMultiLock(ctx context.Context, names []string, locks []*Lock, owner dblock.Owner) *MultiLock {
@@ -149,11 +152,16 @@ func newMultiLock(ctx context.Context, names []string, locks []*Lock, owner dblo
 	mctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	m := &MultiLock{names: names, locks: locks, owner: owner, ctx: mctx, cancel: cancel}
 	m.stops = make([]func() bool, len(locks))
-	for i, k := range locks {
+	m.watchMembers()
+	return m
+}
+
+// watchMembers hooks memberEnded on the members' contexts.
+func (m *MultiLock) watchMembers() {
+	for i, k := range m.locks {
 		// AfterFunc starts no goroutine until the member's context ends.
 		m.stops[i] = context.AfterFunc(k.Context(), func() { m.memberEnded(k) })
 	}
-	return m
 }
 
 // memberEnded runs when a member's context ends: it was lost (a member
@@ -218,9 +226,9 @@ func (m *MultiLock) Done() <-chan struct{} { return m.ctx.Done() }
 // itself.
 func (m *MultiLock) Err() error {
 	m.mu.Lock()
-	err, released := m.err, m.released
+	err, done := m.err, m.released || m.releasing
 	m.mu.Unlock()
-	if err != nil || released {
+	if err != nil || done {
 		return err
 	}
 	for _, k := range m.locks {
@@ -259,29 +267,52 @@ func (m *MultiLock) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Release gives up every name, last first. Errors: dblock.ErrNotHeld on a
-// second Release; otherwise the names' release errors joined (see
+// Release gives up every name, last first, each as Lock.Release does (a
+// ctx that had ended already does not stop it). Errors: dblock.ErrNotHeld
+// once released; otherwise the names' release errors joined (see
 // Lock.Release), among them one wrapping dblock.ErrLockLost for each name
 // that had been lost. Every name is released whatever the others' errors.
+// When a name's release statement failed, the MultiLock stays releasable:
+// call Release again, which releases the names still held.
 func (m *MultiLock) Release(ctx context.Context) error {
 	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: Release: %w", err)
 	}
 	m.mu.Lock()
-	if m.released {
+	if m.released || m.releasing {
 		m.mu.Unlock()
 		return dblock.ErrNotHeld
 	}
-	m.released = true
+	m.releasing = true
+	again := m.releaseTried
+	m.releaseTried = true
 	m.mu.Unlock()
 	for _, stop := range m.stops {
 		stop()
 	}
 	var errs []error
+	pending := false
 	for i := len(m.locks) - 1; i >= 0; i-- {
-		errs = append(errs, m.locks[i].Release(ctx))
+		err := m.locks[i].Release(ctx)
+		switch {
+		case again && errors.Is(err, dblock.ErrNotHeld):
+			// Released by the Release that failed before.
+		case err != nil && m.locks[i].releasable():
+			pending = true
+			errs = append(errs, err)
+		default:
+			errs = append(errs, err)
+		}
 	}
 	m.mu.Lock()
+	m.releasing = false
+	if pending {
+		m.mu.Unlock()
+		// Held still: a member lost from now on loses it, as before.
+		m.watchMembers()
+		return errors.Join(errs...)
+	}
+	m.released = true
 	if m.err == nil {
 		m.err = dblock.ErrReleased
 	}
