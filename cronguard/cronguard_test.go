@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,14 +30,27 @@ func TestMain(m *testing.M) {
 	testdb.Main(m)
 }
 
-// mustGuard is cronguard.New that fails the test on an error.
-func mustGuard(t testing.TB, l dblock.Locker, name string, opts ...cronguard.Option) cron.JobWrapper {
+// newGuard is cronguard.New that fails the test on an error.
+func newGuard(t testing.TB, c *cron.Cron, l dblock.Locker, opts ...cronguard.Option) *cronguard.Guard {
 	t.Helper()
-	w, err := cronguard.New(l, name, opts...)
+	g, err := cronguard.New(c, l, opts...)
 	if err != nil {
 		t.Fatalf("cronguard.New: %v", err)
 	}
-	return w
+	return g
+}
+
+// guarded returns job as a Cron would run it, added under name on
+// schedule by a guard over l, on a Cron that never starts: calling its Run
+// fires it now.
+func guarded(t testing.TB, l dblock.Locker, name string, schedule cron.Schedule, job cron.Job, opts ...cronguard.Option) cron.Job {
+	t.Helper()
+	c := cron.New()
+	id, err := newGuard(t, c, l, opts...).Schedule(name, schedule, job)
+	if err != nil {
+		t.Fatalf("Schedule: %v", err)
+	}
+	return c.Entry(id).WrappedJob
 }
 
 // newTestLocker returns a rowlock Locker on db, closed when the test ends.
@@ -50,97 +64,141 @@ func newTestLocker(t testing.TB, db *sql.DB) *rowlock.Locker {
 	return l
 }
 
-// offsetSchedule fires offset after (or before, when negative) the inner
-// schedule: a replica whose scheduler runs late or early.
-type offsetSchedule struct {
-	inner  cron.Schedule
-	offset time.Duration
+// grid activates every period from phase on: a schedule whose first
+// activation a test chooses.
+type grid struct {
+	phase  time.Time
+	period time.Duration
 }
 
-func (s offsetSchedule) Next(t time.Time) time.Time {
-	return s.inner.Next(t.Add(-s.offset)).Add(s.offset)
-}
-
-// TestGuardThreeReplicasRunEachTickOnce runs three robfig/cron
-// schedulers, each with its own Locker, firing the same every-second job with
-// offsets of 0, +300 ms and -300 ms. Every tick any of them fired must have
-// run exactly once.
-func TestGuardThreeReplicasRunEachTickOnce(t *testing.T) {
-	duration := 10 * time.Second
-	if testing.Short() {
-		duration = 3 * time.Second
+func (g grid) Next(t time.Time) time.Time {
+	if t.Before(g.phase) {
+		return g.phase
 	}
-	offsets := []time.Duration{0, 300 * time.Millisecond, -300 * time.Millisecond}
-	every, err := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse("* * * * * *")
-	if err != nil {
+	return g.phase.Add((t.Sub(g.phase)/g.period + 1) * g.period)
+}
+
+// secondsParser parses specs as cron.WithSeconds does.
+var secondsParser = cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// rowsOf counts the lock table's rows whose name starts with prefix.
+func rowsOf(t testing.TB, tg testdb.Target, prefix string) int {
+	t.Helper()
+	q, args := `SELECT COUNT(*) FROM dblock_locks WHERE substr(name, 1, length($1)) = $1`, []any{prefix}
+	switch tg.Dialect {
+	case dblock.MySQL:
+		q, args = `SELECT COUNT(*) FROM dblock_locks WHERE SUBSTR(name, 1, CHAR_LENGTH(?)) = ?`, []any{prefix, prefix}
+	case dblock.SQLite:
+		q = `SELECT COUNT(*) FROM dblock_locks WHERE substr(name, 1, length(?1)) = ?1`
+	}
+	var n int
+	if err := tg.DB.QueryRowContext(t.Context(), q, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
+	return n
+}
+
+// fireSlot is one replica's record of what one job fired for: set by the
+// Cron's chain as the job fires, read by the job under the guard. Its
+// mutex is held through a run, so a replica runs one activation of a job
+// at a time: a fire while the previous run is still going is dropped and
+// not counted, as cron.SkipIfStillRunning would.
+type fireSlot struct {
+	mu    sync.Mutex
+	tick  time.Time
+}
+
+// TestGuardThreeReplicasThreeJobsRunEachTickOnce: the README's way, one
+// guard per scheduler adding every job under its own name, on three
+// replicas (three Crons, each with its own Locker on the same database),
+// each firing three every-second jobs, 0, 150 and 300 ms late. Every job
+// runs exactly once per activation, and the lock table keeps one row per
+// job.
+func TestGuardThreeReplicasThreeJobsRunEachTickOnce(t *testing.T) {
+	const ticks = 4 // activations every replica fires, per job
+	delays := []time.Duration{0, 150 * time.Millisecond, 300 * time.Millisecond}
 	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
-			name := testdb.Name(t)
+			prefix := testdb.Name(t)
+			jobs := []string{prefix + "/a", prefix + "/b", prefix + "/c"}
 			var (
 				mu       sync.Mutex
-				fired    = map[time.Time]int{} // tick -> replicas that fired it
-				ran      = map[time.Time]int{} // tick -> runs of the job
+				fired    = map[string]map[time.Time]int{} // job -> tick -> replicas that fired it
+				ran      = map[string]map[time.Time]int{} // job -> tick -> runs
 				problems []string
 			)
+			for _, job := range jobs {
+				fired[job], ran[job] = map[time.Time]int{}, map[time.Time]int{}
+			}
 			report := func(format string, args ...any) {
 				mu.Lock()
 				problems = append(problems, fmt.Sprintf(format, args...))
 				mu.Unlock()
 			}
 			var crons []*cron.Cron
-			for _, offset := range offsets {
-				// The tick as the replica's schedule meant it, independent of
-				// the guard's own attribution, taken when the replica fires:
-				// by the time the job runs, the acquire may have taken long
-				// enough (a loaded CI machine) to cross into the next second.
-				// A replica runs one tick at a time so that the job reads the
-				// tick its own firing recorded; a fire while the previous run
-				// is still going is skipped and not counted, as
-				// cron.SkipIfStillRunning would (blocking instead would delay
-				// the guard's own reading of the clock).
-				var (
-					replicaMu   sync.Mutex
-					firedAtTick time.Time
-				)
-				recordFire := func(j cron.Job) cron.Job {
+			for _, delay := range delays {
+				slots := make([]*fireSlot, len(jobs))
+				wrapped := 0
+				// The Cron's chain wraps each job as it is added, in the
+				// order added: the wrapper knows which job it fires.
+				late := func(j cron.Job) cron.Job {
+					job, slot := jobs[wrapped], &fireSlot{}
+					slots[wrapped] = slot
+					wrapped++
 					return cron.FuncJob(func() {
-						tick := time.Now().Add(-offset).Round(time.Second).UTC()
-						if !replicaMu.TryLock() {
-							t.Logf("replica %v: tick %v skipped: its previous run is still going", offset, tick.Format(time.TimeOnly))
+						// The activation, taken as it fires, before the
+						// delay: robfig/cron fires on whole seconds.
+						tick := time.Now().Round(time.Second).UTC()
+						if !slot.mu.TryLock() {
 							return
 						}
-						defer replicaMu.Unlock()
+						defer slot.mu.Unlock()
 						mu.Lock()
-						fired[tick]++
+						fired[job][tick]++
 						mu.Unlock()
-						firedAtTick = tick
+						slot.tick = tick
+						time.Sleep(delay)
 						j.Run()
 					})
 				}
-				job := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
-					tick := firedAtTick // set by recordFire, which holds replicaMu
-					if guardTick, ok := cronguard.Tick(ctx); !ok || !guardTick.Equal(tick) {
-						report("replica %v: guard attributed the run to %v (ok %v), scheduled tick %v", offset, guardTick, ok, tick)
+				c := cron.New(cron.WithSeconds(), cron.WithChain(late))
+				guard := newGuard(t, c, newTestLocker(t, tg.DB))
+				for i, job := range jobs {
+					_, err := guard.AddJob(job, "* * * * * *", cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
+						tick := slots[i].tick // set by late, which holds slots[i].mu
+						if got, ok := cronguard.Tick(ctx); !ok || !got.Equal(tick) {
+							report("replica %v, job %s: guard attributed the run to %v (ok %v), fired for %v", delay, job, got, ok, tick)
+						}
+						mu.Lock()
+						ran[job][tick]++
+						mu.Unlock()
+					})))
+					if err != nil {
+						t.Fatal(err)
 					}
-					if ctx.Err() != nil {
-						report("replica %v: job context already done: %v", offset, context.Cause(ctx))
-					}
-					mu.Lock()
-					ran[tick]++
-					mu.Unlock()
-				}))
-				c := cron.New(cron.WithSeconds())
-				c.Schedule(offsetSchedule{inner: every, offset: offset},
-					cron.NewChain(recordFire, mustGuard(t, newTestLocker(t, tg.DB), name)).Then(job))
+				}
 				crons = append(crons, c)
 			}
 			for _, c := range crons {
 				c.Start()
 			}
-			time.Sleep(duration)
+			waitFor(t, "every job to be fired by every replica", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, job := range jobs {
+					contended := 0
+					for _, n := range fired[job] {
+						if n == len(delays) {
+							contended++
+						}
+					}
+					if contended < ticks {
+						return false
+					}
+				}
+				return true
+			})
 			var stopped []context.Context
 			for _, c := range crons {
 				stopped = append(stopped, c.Stop())
@@ -154,15 +212,78 @@ func TestGuardThreeReplicasRunEachTickOnce(t *testing.T) {
 			for _, p := range problems {
 				t.Error(p)
 			}
-			// The edges may see fewer replicas; the middle must see all three.
-			testdb.CheckEachTickOnce(t, fired, ran, len(offsets), int(duration/time.Second)-3)
+			for _, job := range jobs {
+				t.Run(job[len(prefix)+1:], func(t *testing.T) {
+					testdb.CheckEachTickOnce(t, fired[job], ran[job], len(delays), ticks)
+				})
+			}
+			// No reaper ran: the guards left one row per job.
+			if n := rowsOf(t, tg, prefix); n != len(jobs) {
+				t.Errorf("%d lock rows for %d jobs, want one per job", n, len(jobs))
+			}
 		})
 	}
 }
 
-// TestGuardSkipsTakenTick: a second replica firing the same tick after
-// the first finished skips it (MinHold), and a held single name skips too.
-func TestGuardSkipsTakenTick(t *testing.T) {
+// TestGuardLateOrEarlyReplicaNeverRunsATickAgain fires one job on three
+// replicas at times the test chooses, on a schedule of period P: A on time
+// at T1 runs it; B, late by L (0.7 s of 2 s, 3 s of 10 s), must skip it;
+// C, early for T2 = T1+P by E, must find the lock free and run T2. The fires
+// are real: a guard's hold is measured by the database clock.
+func TestGuardLateOrEarlyReplicaNeverRunsATickAgain(t *testing.T) {
+	cases := []struct {
+		name                string
+		period, late, early time.Duration
+	}{
+		{"2s-0.7s-late", 2 * time.Second, 700 * time.Millisecond, 500 * time.Millisecond},
+		{"10s-3s-late", 10 * time.Second, 3 * time.Second, 3 * time.Second},
+	}
+	for _, tg := range testdb.AllTargets(t) {
+		for _, tc := range cases {
+			t.Run(tg.Name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				name := testdb.Name(t)
+				schedule := grid{phase: time.Now().Add(200 * time.Millisecond), period: tc.period}
+				t1, t2 := schedule.phase, schedule.phase.Add(tc.period)
+				var ticks []time.Time // of the runs, in order
+				job := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
+					tick, _ := cronguard.Tick(ctx)
+					ticks = append(ticks, tick)
+				}))
+				replicas := map[string]cron.Job{}
+				for _, r := range []string{"A", "B", "C"} {
+					replicas[r] = guarded(t, newTestLocker(t, tg.DB), name, schedule, job)
+				}
+				// One fire after the other: a fire slower than planned
+				// delays the next, and never races it.
+				for _, fire := range []struct {
+					replica string
+					at      time.Time
+					runs    []time.Time // the ticks run so far, after it
+				}{
+					{"A", t1, []time.Time{t1}},
+					{"B", t1.Add(tc.late), []time.Time{t1}},
+					{"C", t2.Add(-tc.early), []time.Time{t1, t2}},
+				} {
+					time.Sleep(time.Until(fire.at))
+					replicas[fire.replica].Run()
+					if !slices.EqualFunc(ticks, fire.runs, time.Time.Equal) {
+						t.Fatalf("after %s fired %v after T1: runs for ticks %v, want %v", fire.replica, fire.at.Sub(t1), ticks, fire.runs)
+					}
+				}
+				// No reaper ran: one row for the job.
+				if n := rowsOf(t, tg, name); n != 1 {
+					t.Errorf("%d lock rows for one job, want 1", n)
+				}
+			})
+		}
+	}
+}
+
+// TestGuardSkipsATakenActivation: a second replica firing the same
+// activation after the first finished skips it (the hold), and a name held
+// by someone else is skipped too.
+func TestGuardSkipsATakenActivation(t *testing.T) {
 	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
@@ -172,40 +293,23 @@ func TestGuardSkipsTakenTick(t *testing.T) {
 				runs.Add(1)
 				tick, ok := cronguard.Tick(ctx)
 				if !ok {
-					t.Error("CronTick missing in a per-tick run")
+					t.Error("Tick missing in a guarded run")
 				}
 				ticks = append(ticks, tick)
 			}))
-			// A minute tick: both runs below fall in the same one unless
-			// they straddle a half-minute, which the loop retries.
-			opts := []cronguard.Option{cronguard.WithTick(time.Minute)}
-			for attempt := 0; ; attempt++ {
-				runs.Store(0)
-				ticks = nil
-				before := time.Now().Round(time.Minute)
-				mustGuard(t, newTestLocker(t, tg.DB), name, opts...)(job).Run()
-				mustGuard(t, newTestLocker(t, tg.DB), name, opts...)(job).Run()
-				if time.Now().Round(time.Minute).Equal(before) {
-					// Checked before indexing: a guard that never ran the job
-					// must fail the test, not panic it.
-					if len(ticks) != 1 {
-						t.Fatalf("two replicas firing one tick ran the job %d times, want 1", len(ticks))
-					}
-					if !ticks[0].Equal(before.UTC()) {
-						t.Errorf("CronTick = %v, want %v", ticks[0], before.UTC())
-					}
-					break
-				}
-				if attempt == 3 {
-					t.Fatal("could not run twice within one tick")
-				}
-				name = testdb.Name(t)
+			// Hourly from now: both fires are minutes within the first
+			// activation's window, however slow the machine.
+			hourly := grid{phase: time.Now(), period: time.Hour}
+			guarded(t, newTestLocker(t, tg.DB), name, hourly, job).Run()
+			guarded(t, newTestLocker(t, tg.DB), name, hourly, job).Run()
+			if len(ticks) != 1 {
+				t.Fatalf("two replicas firing one activation ran the job %d times, want 1", len(ticks))
 			}
-			if n := runs.Load(); n != 1 {
-				t.Fatalf("two replicas firing one tick ran the job %d times, want 1", n)
+			if !ticks[0].Equal(hourly.phase) {
+				t.Errorf("Tick = %v, want %v", ticks[0], hourly.phase)
 			}
 
-			// Single-name mode: skipped while someone holds the name.
+			// Skipped while someone else holds the name.
 			single := testdb.Name(t)
 			holder, err := newTestLocker(t, tg.DB).TryAcquire(t.Context(), single)
 			if err != nil {
@@ -213,16 +317,16 @@ func TestGuardSkipsTakenTick(t *testing.T) {
 			}
 			var plainRuns atomic.Int32
 			plain := cron.FuncJob(func() { plainRuns.Add(1) })
-			guarded := mustGuard(t, newTestLocker(t, tg.DB), single, cronguard.WithTick(0), cronguard.WithMinHold(0))(plain)
-			guarded.Run()
+			run := guarded(t, newTestLocker(t, tg.DB), single, hourly, plain, cronguard.WithMinHold(0))
+			run.Run()
 			if n := plainRuns.Load(); n != 0 {
 				t.Fatalf("ran %d times while the lock was held elsewhere", n)
 			}
 			if err := holder.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			guarded.Run()
-			guarded.Run() // MinHold 0: released at once, so this runs too
+			run.Run()
+			run.Run() // MinHold 0: released at once, so this runs too
 			if n := plainRuns.Load(); n != 2 {
 				t.Fatalf("ran %d times after the lock was freed, want 2", n)
 			}
@@ -249,11 +353,12 @@ func TestGuardWaitSerializes(t *testing.T) {
 				active.Add(-1)
 				runs.Add(1)
 			})
+			hourly := grid{phase: time.Now(), period: time.Hour}
 			var wg sync.WaitGroup
 			for range 3 {
-				guarded := mustGuard(t, newTestLocker(t, tg.DB), name,
-					cronguard.WithTick(0), cronguard.WithMinHold(0), cronguard.WithWait(20*time.Second))(job)
-				wg.Go(guarded.Run)
+				run := guarded(t, newTestLocker(t, tg.DB), name, hourly, job,
+					cronguard.WithMinHold(0), cronguard.WithWait(20*time.Second))
+				wg.Go(run.Run)
 			}
 			wg.Wait()
 			if runs.Load() != 3 || maxActive.Load() != 1 {
@@ -281,10 +386,11 @@ func TestGuardCancelsJobWhenLockLost(t *testing.T) {
 				case <-time.After(20 * ttl):
 				}
 			}))
+			run := guarded(t, l, testdb.Name(t), grid{phase: time.Now(), period: time.Hour}, job, cronguard.WithTTL(ttl))
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				mustGuard(t, l, testdb.Name(t), cronguard.WithTTL(ttl))(job).Run()
+				run.Run()
 			}()
 			select {
 			case <-started:
@@ -307,7 +413,8 @@ func TestGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			l := newTestLocker(t, tg.DB)
-			panicky := mustGuard(t, l, name, cronguard.WithTick(0), cronguard.WithMinHold(0))(cron.FuncJob(func() { panic("boom") }))
+			hourly := grid{phase: time.Now(), period: time.Hour}
+			panicky := guarded(t, l, name, hourly, cron.FuncJob(func() { panic("boom") }), cronguard.WithMinHold(0))
 			func() {
 				defer func() {
 					if r := recover(); r != "boom" {
@@ -334,7 +441,7 @@ func TestGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
 				case <-time.After(20 * time.Second):
 				}
 			}))
-			mustGuard(t, l, name, cronguard.WithContext(ctx))(job).Run()
+			guarded(t, l, name, hourly, job, cronguard.WithContext(ctx)).Run()
 			if !errors.Is(cause, context.Canceled) {
 				t.Fatalf("job context after WithContext ended: %v, want canceled", cause)
 			}
@@ -343,12 +450,10 @@ func TestGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
 }
 
 // TestGuardRefusesWhatTheLockerRefuses: a forupdate Locker refuses a
-// positive MinHold at every acquisition and keeps a row for every name. A
-// guard over it with the defaults (per-tick names, MinHold one tick) would
-// never run the job and, its logger discarding, never say why; so
-// cronguard.New refuses it, naming the option. What the Locker accepts
-// (one name, no MinHold) runs the job under the lock, and leaves no
-// per-tick rows.
+// positive MinHold at every acquisition. A guard over it with the default
+// hold would never run a job and, its logger discarding, never say why;
+// so cronguard.New refuses it, naming the option. What the Locker accepts
+// (no hold) runs the job under the lock, and leaves one row.
 func TestGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -359,21 +464,18 @@ func TestGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 			}
 			name := testdb.Name(t)
 			refused := []struct {
-				what   string
-				opts   []cronguard.Option
-				option string
+				what string
+				opts []cronguard.Option
 			}{
-				{"the defaults: per-tick names and MinHold", nil, "WithTick"},
-				{"per-tick names without MinHold", []cronguard.Option{cronguard.WithMinHold(0)}, "WithTick"},
-				{"one name, the default MinHold", []cronguard.Option{cronguard.WithTick(0)}, "MinHold"},
-				{"one name, a MinHold", []cronguard.Option{cronguard.WithTick(0), cronguard.WithMinHold(time.Minute)}, "MinHold"},
-				{"waiting, one name, a MinHold", []cronguard.Option{cronguard.WithTick(0), cronguard.WithWait(time.Second)}, "MinHold"},
+				{"the default hold", nil},
+				{"a fixed hold", []cronguard.Option{cronguard.WithMinHold(time.Minute)}},
+				{"waiting, the default hold", []cronguard.Option{cronguard.WithWait(time.Second)}},
 			}
 			for _, c := range refused {
-				_, err := cronguard.New(fu, name, c.opts...)
+				_, err := cronguard.New(cron.New(), fu, c.opts...)
 				var optErr *dblock.OptionError
-				if !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &optErr) || optErr.Option != c.option {
-					t.Errorf("%s: cronguard.New over forupdate = %v, want an *OptionError for %s", c.what, err, c.option)
+				if !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &optErr) || optErr.Option != "MinHold" {
+					t.Errorf("%s: cronguard.New over forupdate = %v, want an *OptionError for MinHold", c.what, err)
 				}
 			}
 
@@ -388,11 +490,7 @@ func TestGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 					t.Errorf("job context done: %v", context.Cause(ctx))
 				}
 			}))
-			w, err := cronguard.New(fu, name, cronguard.WithTick(0), cronguard.WithMinHold(0))
-			if err != nil {
-				t.Fatalf("cronguard.New over forupdate with one name and no MinHold: %v", err)
-			}
-			w(job).Run()
+			guarded(t, fu, name, grid{phase: time.Now(), period: time.Hour}, job, cronguard.WithMinHold(0)).Run()
 			if n := runs.Load(); n != 1 {
 				t.Fatalf("the job ran %d times, want 1", n)
 			}
@@ -403,21 +501,16 @@ func TestGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 			if err := k.Release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			// The refused guards created nothing: no row but the one name's.
 			var rows int
-			q := `SELECT COUNT(*) FROM dblock_forupdate WHERE starts_with(name, $1)`
+			q, args := `SELECT COUNT(*) FROM dblock_forupdate WHERE starts_with(name, $1)`, []any{name}
 			if tg.Dialect == dblock.MySQL {
-				q = `SELECT COUNT(*) FROM dblock_forupdate WHERE LEFT(name, LENGTH(?)) = ?`
-			}
-			args := []any{name}
-			if tg.Dialect == dblock.MySQL {
-				args = []any{name, name}
+				q, args = `SELECT COUNT(*) FROM dblock_forupdate WHERE LEFT(name, LENGTH(?)) = ?`, []any{name, name}
 			}
 			if err := tg.DB.QueryRowContext(t.Context(), q, args...).Scan(&rows); err != nil {
 				t.Fatal(err)
 			}
 			if rows != 1 {
-				t.Fatalf("%d forupdate rows for names starting with %q, want 1 (no per-tick rows)", rows, name)
+				t.Fatalf("%d forupdate rows for names starting with %q, want 1", rows, name)
 			}
 		})
 	}
@@ -433,7 +526,7 @@ func (refusingLocker) CheckOptions(...dblock.Option) error {
 
 func TestHelpersAskTheLocker(t *testing.T) {
 	l := refusingLocker{newTestLocker(t, testdb.AllTargets(t)[0].DB)}
-	if _, err := cronguard.New(l, "x", cronguard.WithTick(0)); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
+	if _, err := cronguard.New(cron.New(), l, cronguard.WithMinHold(0)); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
 		t.Errorf("cronguard.New = %v, want the Locker's refusal", err)
 	}
 	if _, err := leader.New(l, "x", nil); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
@@ -451,33 +544,87 @@ func TestGuardBadConfig(t *testing.T) {
 	l := newTestLocker(t, testdb.AllTargets(t)[0].DB)
 	var nilCtx context.Context
 	cases := map[string]struct {
+		c    *cron.Cron
 		l    dblock.Locker
-		name string
 		opts []cronguard.Option
-		want error
 	}{
-		"nil locker":     {nil, "x", nil, dblock.ErrInvalidOption},
-		"empty name":     {l, "", nil, dblock.ErrInvalidName},
-		"long name":      {l, strings.Repeat("n", dblock.MaxNameLength+10), nil, nil},
-		"NUL in name":    {l, "a\x00b", nil, dblock.ErrInvalidName},
-		"negative tick":  {l, "x", []cronguard.Option{cronguard.WithTick(-1)}, dblock.ErrInvalidOption},
-		"negative wait":  {l, "x", []cronguard.Option{cronguard.WithWait(-1)}, dblock.ErrInvalidOption},
-		"negative hold":  {l, "x", []cronguard.Option{cronguard.WithMinHold(-1)}, dblock.ErrInvalidOption},
-		"tiny TTL":       {l, "x", []cronguard.Option{cronguard.WithTTL(time.Millisecond)}, dblock.ErrInvalidOption},
-		"nil context":    {l, "x", []cronguard.Option{cronguard.WithContext(nilCtx)}, dblock.ErrInvalidOption},
-		"nil option":     {l, "x", []cronguard.Option{nil}, dblock.ErrInvalidOption},
-		"long name ok 0": {l, strings.Repeat("n", dblock.MaxNameLength), []cronguard.Option{cronguard.WithTick(0)}, nil},
+		"nil cron":      {nil, l, nil},
+		"nil locker":    {cron.New(), nil, nil},
+		"negative wait": {cron.New(), l, []cronguard.Option{cronguard.WithWait(-1)}},
+		"negative hold": {cron.New(), l, []cronguard.Option{cronguard.WithMinHold(-1)}},
+		"tiny TTL":      {cron.New(), l, []cronguard.Option{cronguard.WithTTL(time.Millisecond)}},
+		"nil context":   {cron.New(), l, []cronguard.Option{cronguard.WithContext(nilCtx)}},
+		"nil option":    {cron.New(), l, []cronguard.Option{nil}},
 	}
 	for what, c := range cases {
-		_, err := cronguard.New(c.l, c.name, c.opts...)
-		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
-			t.Errorf("%s: cronguard.New = %v, want %v", what, err, c.want)
+		if g, err := cronguard.New(c.c, c.l, c.opts...); g != nil || !errors.Is(err, dblock.ErrInvalidOption) {
+			t.Errorf("%s: cronguard.New = %v, %v; want ErrInvalidOption", what, g, err)
 		}
 	}
 }
 
-// New makes a robfig/cron job run once per tick across all replicas;
-// the job's context is canceled if the lock is lost.
+// TestGuardRefusesASharedName: a guard takes each job under its own name
+// and refuses a second job under a name it guards, a bad name and a bad
+// schedule, adding nothing to the Cron; Remove frees a name.
+func TestGuardRefusesASharedName(t *testing.T) {
+	c := cron.New(cron.WithSeconds())
+	g := newGuard(t, c, newTestLocker(t, testdb.AllTargets(t)[0].DB))
+	nop := cron.FuncJob(func() {})
+	first, err := g.AddJob("jobs/report", "0 * * * * *", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.AddJob("jobs/other", "0 * * * * *", nop); err != nil {
+		t.Fatalf("a second job under its own name: %v", err)
+	}
+	for what, c := range map[string]struct {
+		add  func() (cron.EntryID, error)
+		want error
+	}{
+		"same name, AddJob":   {func() (cron.EntryID, error) { return g.AddJob("jobs/report", "*/5 * * * * *", nop) }, cronguard.ErrDuplicateName},
+		"same name, Schedule": {func() (cron.EntryID, error) { return g.Schedule("jobs/report", cron.Every(time.Minute), nop) }, cronguard.ErrDuplicateName},
+		"empty name":          {func() (cron.EntryID, error) { return g.AddJob("", "0 * * * * *", nop) }, dblock.ErrInvalidName},
+		"NUL in name":         {func() (cron.EntryID, error) { return g.AddJob("a\x00b", "0 * * * * *", nop) }, dblock.ErrInvalidName},
+		"bad spec":            {func() (cron.EntryID, error) { return g.AddJob("jobs/bad", "every minute", nop) }, cronguard.ErrInvalidSchedule},
+		"five-field spec":     {func() (cron.EntryID, error) { return g.AddJob("jobs/bad", "* * * * *", nop) }, cronguard.ErrInvalidSchedule},
+		"nil schedule":        {func() (cron.EntryID, error) { return g.Schedule("jobs/bad", nil, nop) }, cronguard.ErrInvalidSchedule},
+		"nil job":             {func() (cron.EntryID, error) { return g.AddJob("jobs/nil", "0 * * * * *", nil) }, dblock.ErrInvalidOption},
+	} {
+		if id, err := c.add(); id != 0 || !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, %v; want %v", what, id, err, c.want)
+		}
+	}
+	if n := len(c.Entries()); n != 2 {
+		t.Errorf("%d entries in the Cron, want the 2 added", n)
+	}
+	// The refused spec freed its name.
+	if _, err := g.AddJob("jobs/bad", "0 * * * * *", nop); err != nil {
+		t.Errorf("a good spec under a name refused with a bad one: %v", err)
+	}
+	if _, err := g.AddJob(strings.Repeat("n", 1000), "0 * * * * *", nop); err != nil {
+		t.Errorf("a long name: %v", err)
+	}
+	g.Remove(first)
+	if _, err := g.AddJob("jobs/report", "0 * * * * *", nop); err != nil {
+		t.Errorf("a name freed by Remove: %v", err)
+	}
+}
+
+// waitFor polls cond, failing after a bound that only catches hangs.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// New adds robfig/cron jobs that each run once per activation across all
+// replicas, each under its own lock; a job's context is canceled if its
+// lock is lost.
 func ExampleNew() {
 	ctx := context.Background()
 	db := testdb.ExampleDB()
@@ -491,28 +638,32 @@ func ExampleNew() {
 	}
 	defer locker.Close()
 
+	c := cron.New(cron.WithSeconds(), cron.WithChain(cron.Recover(cron.DefaultLogger)))
+	guard, err := cronguard.New(c, locker)
+	if err != nil {
+		panic(err)
+	}
 	var once sync.Once
 	done := make(chan struct{})
 	report := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
 		once.Do(func() {
 			_, ok := cronguard.Tick(ctx)
-			fmt.Println("report for this tick, on one replica:", ok)
+			fmt.Println("report for this activation, on one replica:", ok)
 			close(done)
 		})
 	}))
-	c := cron.New(cron.WithSeconds())
+	// Each job under its own name: the lock's.
 	name := fmt.Sprintf("example/report-%d", time.Now().UnixNano())
-	guard, err := cronguard.New(locker, name)
-	if err != nil {
+	if _, err := guard.AddJob(name, "* * * * * *", report); err != nil {
 		panic(err)
 	}
-	// The guard is the last wrapper, so the job gets the lock's context.
-	if _, err := c.AddJob("* * * * * *", cron.NewChain(cron.Recover(cron.DefaultLogger), guard).Then(report)); err != nil {
-		panic(err)
+	if _, err := guard.AddJob(name, "0 * * * * *", report); err != nil {
+		fmt.Println(errors.Is(err, cronguard.ErrDuplicateName))
 	}
 	c.Start()
 	<-done
 	<-c.Stop().Done()
 	// Output:
-	// report for this tick, on one replica: true
+	// true
+	// report for this activation, on one replica: true
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/robfig/cron/v3"
 
@@ -62,7 +63,7 @@ func TestGuardLogsToTheLockersLogger(t *testing.T) {
 				}
 				defer func() { _ = holder.Release(t.Context()) }()
 				ran := false
-				mustGuard(t, l, name, cronguard.WithTick(0), cronguard.WithMinHold(0))(cron.FuncJob(func() { ran = true })).Run()
+				guarded(t, l, name, grid{phase: time.Now(), period: time.Hour}, cron.FuncJob(func() { ran = true }), cronguard.WithMinHold(0)).Run()
 				if ran {
 					t.Fatal("the job ran while the lock was held elsewhere")
 				}

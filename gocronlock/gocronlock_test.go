@@ -110,18 +110,20 @@ func (u firingUnlock) Unlock(ctx context.Context) error {
 }
 
 // TestLockerThreeSchedulersRunEachTickOnce: three gocron schedulers, each
-// with its own Locker and a clock skewed by 0, +300 ms or -300 ms, run an
-// every-second cron job; each tick runs exactly once. The job's name is
+// with its own Locker and a clock skewed by 0, +200 ms or -200 ms (so
+// firing on time, early or late), run an every-second cron job; each tick
+// runs exactly once, and the lock table keeps one row for the job. The job's name is
 // short, or longer than a lock name may be: gocron names jobs after their
 // function, and a long name must run too, once per tick.
 func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 	const duration = 4 * time.Second
-	skews := []time.Duration{0, 300 * time.Millisecond, -300 * time.Millisecond}
+	skews := []time.Duration{0, 200 * time.Millisecond, -200 * time.Millisecond}
 	for _, tg := range testdb.AllTargets(t) {
 		for _, long := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/long=%v", tg.Name, long), func(t *testing.T) {
 				t.Parallel()
-				job := testdb.Name(t)
+				base := testdb.Name(t)
+				job := base
 				if long {
 					job += "/" + strings.Repeat("é", dblock.MaxNameLength)
 				}
@@ -165,6 +167,9 @@ func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				testdb.CheckEachTickOnce(t, fired, ran, len(skews), int(duration/time.Second)-2)
+				if n := rowsOf(t, tg, base); n != 1 {
+					t.Errorf("%d lock rows for one job, want 1", n)
+				}
 			})
 		}
 	}
@@ -233,7 +238,7 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 			ctx := t.Context()
 			l := newRowLocker(t, tg.DB)
 			key := testdb.Name(t)
-			x, err := gocronlock.NewLocker(l, gocronlock.WithTick(0), gocronlock.WithMinHold(0), gocronlock.WithPrefix("app/"))
+			x, err := gocronlock.NewLocker(l, gocronlock.WithMinHold(0), gocronlock.WithPrefix("app/"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -266,8 +271,7 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 				t.Fatalf("Unlock with an ended context: %v", err)
 			}
 
-			waiting, err := gocronlock.NewLocker(l, gocronlock.WithTick(0), gocronlock.WithMinHold(0),
-				gocronlock.WithWait(20*time.Second))
+			waiting, err := gocronlock.NewLocker(l, gocronlock.WithMinHold(0), gocronlock.WithWait(20*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +296,6 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 	}
 	l := newRowLocker(t, testdb.AllTargets(t)[0].DB)
 	for what, opts := range map[string][]gocronlock.Option{
-		"negative tick": {gocronlock.WithTick(-1)},
 		"negative wait": {gocronlock.WithWait(-1)},
 		"negative hold": {gocronlock.WithMinHold(-1)},
 		"tiny TTL":      {gocronlock.WithTTL(time.Millisecond)},
@@ -311,11 +314,11 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 }
 
 // TestLockerRefusesWhatTheLockerRefuses: a forupdate Locker refuses a
-// positive MinHold at every acquisition and keeps a row for every name.
-// Over it, a gocronlock Locker with the defaults (per-tick names, MinHold
-// one tick) would fail every Lock, and gocron would skip every run,
-// telling only an AfterLockError listener; so NewLocker refuses it,
-// naming the option. What forupdate accepts (one name, no MinHold) locks.
+// positive MinHold at every acquisition. Over it, a gocronlock Locker with
+// a hold (the default's, or a fixed one) would fail every Lock, and gocron
+// would skip every run, telling only an AfterLockError listener; so
+// NewLocker refuses it, naming the option. What forupdate accepts (no
+// hold) locks.
 func TestLockerRefusesWhatTheLockerRefuses(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -326,25 +329,23 @@ func TestLockerRefusesWhatTheLockerRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range []struct {
-				what   string
-				opts   []gocronlock.Option
-				option string
+				what string
+				opts []gocronlock.Option
 			}{
-				{"the defaults: per-tick names and MinHold", nil, "WithTick"},
-				{"per-tick names without MinHold", []gocronlock.Option{gocronlock.WithMinHold(0)}, "WithTick"},
-				{"one name, the default MinHold", []gocronlock.Option{gocronlock.WithTick(0)}, "MinHold"},
-				{"one name, a MinHold, waiting", []gocronlock.Option{gocronlock.WithTick(0), gocronlock.WithMinHold(time.Minute), gocronlock.WithWait(time.Second)}, "MinHold"},
+				{"the default hold", nil},
+				{"a fixed hold", []gocronlock.Option{gocronlock.WithMinHold(time.Minute)}},
+				{"a hold, waiting", []gocronlock.Option{gocronlock.WithMinHold(time.Minute), gocronlock.WithWait(time.Second)}},
 			} {
 				x, err := gocronlock.NewLocker(fu, c.opts...)
 				var optErr *dblock.OptionError
-				if x != nil || !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &optErr) || optErr.Option != c.option {
-					t.Errorf("%s: NewLocker over forupdate = %v, %v; want an *OptionError for %s", c.what, x, err, c.option)
+				if x != nil || !errors.Is(err, dblock.ErrInvalidOption) || !errors.As(err, &optErr) || optErr.Option != "MinHold" {
+					t.Errorf("%s: NewLocker over forupdate = %v, %v; want an *OptionError for MinHold", c.what, x, err)
 				}
 			}
 
-			x, err := gocronlock.NewLocker(fu, gocronlock.WithTick(0), gocronlock.WithMinHold(0))
+			x, err := gocronlock.NewLocker(fu, gocronlock.WithMinHold(0))
 			if err != nil {
-				t.Fatalf("NewLocker over forupdate with one name and no MinHold: %v", err)
+				t.Fatalf("NewLocker over forupdate with no hold: %v", err)
 			}
 			key := testdb.Name(t)
 			lock, err := x.Lock(ctx, key)
@@ -403,5 +404,76 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// rowsOf counts the lock table's rows whose name starts with prefix.
+func rowsOf(t testing.TB, tg testdb.Target, prefix string) int {
+	t.Helper()
+	q, args := `SELECT COUNT(*) FROM dblock_locks WHERE substr(name, 1, length($1)) = $1`, []any{prefix}
+	switch tg.Dialect {
+	case dblock.MySQL:
+		q, args = `SELECT COUNT(*) FROM dblock_locks WHERE SUBSTR(name, 1, CHAR_LENGTH(?)) = ?`, []any{prefix, prefix}
+	case dblock.SQLite:
+		q = `SELECT COUNT(*) FROM dblock_locks WHERE substr(name, 1, length(?1)) = ?1`
+	}
+	var n int
+	if err := tg.DB.QueryRowContext(t.Context(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestLockerLateReplicaSkipsOnceItKnowsThePeriod drives two Lockers as
+// gocron would fire a job of period 2 s on two replicas, one on time and
+// one 0.7 s late. Once each has seen a gap between runs, the on-time one
+// holds the lock halfway to the next run: the late one skips, and the
+// on-time one finds the lock free at the next run.
+func TestLockerLateReplicaSkipsOnceItKnowsThePeriod(t *testing.T) {
+	const period, late = 2 * time.Second, 700 * time.Millisecond
+	for _, tg := range testdb.AllTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			key := testdb.Name(t)
+			onTime, err := gocronlock.NewLocker(newRowLocker(t, tg.DB))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lateOne, err := gocronlock.NewLocker(newRowLocker(t, tg.DB))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// fire calls Lock at a chosen time, and Unlock at once when
+			// it got the lock.
+			fire := func(x *gocronlock.Locker, at time.Time) error {
+				time.Sleep(time.Until(at))
+				lock, err := x.Lock(t.Context(), key)
+				if err == nil {
+					err = lock.Unlock(t.Context())
+				}
+				return err
+			}
+			t0 := time.Now().Add(100 * time.Millisecond)
+			// The first runs teach each Locker nothing but a start: the
+			// late one may run T0 again (FirstHold is half a second).
+			if err := fire(onTime, t0); err != nil {
+				t.Fatalf("on time at T0: %v", err)
+			}
+			if err := fire(lateOne, t0.Add(late)); err != nil && !errors.Is(err, dblock.ErrNotAcquired) {
+				t.Fatal(err)
+			}
+			for n := 1; n <= 2; n++ {
+				tick := t0.Add(time.Duration(n) * period)
+				if err := fire(onTime, tick); err != nil {
+					t.Fatalf("on time at T%d: %v, want the lock (free since halfway)", n, err)
+				}
+				if err := fire(lateOne, tick.Add(late)); !errors.Is(err, dblock.ErrNotAcquired) {
+					t.Fatalf("%v late at T%d: %v, want ErrNotAcquired", late, n, err)
+				}
+			}
+			if n := rowsOf(t, tg, key); n != 1 {
+				t.Errorf("%d lock rows for one job, want 1", n)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
@@ -12,12 +13,16 @@ import (
 	"github.com/sqllock/sqllock/internal/tickguard"
 )
 
-// DefaultTick is the tick runs are attributed to: gocron's cron jobs fire
-// on whole seconds, so a second divides their activation times.
-const DefaultTick = tickguard.DefaultTick
+// FirstHold is how long a job's lock is held at least after the first run
+// a Locker has seen of it: gocron tells a Locker nothing of the job's
+// schedule, so the Locker learns its period from the gaps between runs,
+// and has none before the second. Half a second is half the shortest
+// period of a gocron cron job, so it never holds the lock into the next
+// run; a replica later than that skips nothing on the first run.
+const FirstHold = 500 * time.Millisecond
 
-// Option configures a Locker. WithTick, WithMinHold, WithTTL and WithWait
-// mean what cronguard's options of the same names mean.
+// Option configures a Locker. WithMinHold, WithTTL and WithWait mean what
+// cronguard's options of the same names mean.
 type Option func(*config)
 
 type config struct {
@@ -25,17 +30,12 @@ type config struct {
 	prefix string
 }
 
-// WithTick sets the resolution of the per-tick lock names; default
-// DefaultTick. A run is attributed to the multiple of d nearest to when it
-// fires, so replicas apart by less than d/2 agree; every scheduled time
-// must be such a multiple (a second always is for cron jobs; duration jobs
-// need gocron.WithStartAt aligned to d). WithTick(0) uses the job name alone:
-// runs never overlap across replicas, and MinHold must then be longer than
-// the offsets between replicas and shorter than the period minus them.
-func WithTick(d time.Duration) Option { return func(c *config) { c.tick.Tick = d } }
-
-// WithMinHold sets how long a lock stays taken after the run started, even
-// if the run finished sooner; default the tick (DefaultTick with WithTick(0)).
+// WithMinHold sets how long a job's lock stays taken at least after a run
+// started, even if the run finished sooner. Default: half the shortest gap
+// this Locker has seen between two runs of the job (halfway to the next
+// run), and FirstHold after its first run. Set it to half the job's
+// period to cover the first run too. WithMinHold(0) releases at the end of
+// the run: runs are then serialized, not deduplicated.
 func WithMinHold(d time.Duration) Option {
 	return func(c *config) { c.tick.MinHold, c.tick.MinHoldSet = d, true }
 }
@@ -58,17 +58,25 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 type Locker struct {
 	tg     *tickguard.Guard
 	prefix string
+
+	mu   sync.Mutex
+	runs map[string]runHistory // by job name, with the prefix
+}
+
+// runHistory is what a Locker has seen of a job's runs: when the last one
+// fired, and the shortest gap between two (0 before the second).
+type runHistory struct {
+	last   time.Time
+	minGap time.Duration
 }
 
 var _ gocron.Locker = (*Locker)(nil)
 
 // NewLocker returns a gocron.Locker taking its locks from l. Errors wrap
 // dblock.ErrInvalidOption: options out of range, and a Locker that would
-// refuse every Lock or that keeps a row for every name with per-tick names.
-// A forupdate Locker is both: it cannot hold a lock past its release
-// (MinHold), and its rows are permanent; over it, only WithTick(0) with
-// WithMinHold(0) is accepted, which serializes runs without deduplicating
-// them. Use rowlock to run each tick once.
+// refuse every Lock. A forupdate Locker cannot hold a lock past its
+// release: over it, only WithMinHold(0) is accepted, which serializes runs
+// without deduplicating them. Use rowlock to run each run once.
 func NewLocker(l dblock.Locker, opts ...Option) (*Locker, error) {
 	cfg := config{tick: tickguard.DefaultConfig()}
 	for _, opt := range opts {
@@ -81,25 +89,50 @@ func NewLocker(l dblock.Locker, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gocronlock: %w", err)
 	}
-	return &Locker{tg: tg, prefix: cfg.prefix}, nil
+	return &Locker{tg: tg, prefix: cfg.prefix, runs: map[string]runHistory{}}, nil
 }
 
-// Lock takes the lock of this tick of the job key (gocron passes the job's
-// name). It fails with an error wrapping dblock.ErrNotAcquired when another
-// replica has it, and gocron then skips the run. A prefix and key too long
-// to fit in dblock.MaxNameLength bytes with the tick are shortened: their
-// first bytes and a digest of the whole.
+// Lock takes the lock of the job key (gocron passes the job's name) for
+// this run. It fails with an error wrapping dblock.ErrNotAcquired when
+// another replica has it, and gocron then skips the run. A prefix and key
+// too long to fit in dblock.MaxNameLength bytes are shortened: their first
+// bytes and a digest of the whole.
 func (x *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	base := x.prefix + key
 	if err := tickguard.ValidateBase(base); err != nil {
 		return nil, fmt.Errorf("gocronlock: %w", err)
 	}
-	name, _ := x.tg.Name(base, time.Now())
-	lock, err := x.tg.Acquire(ctx, name)
+	// gocron's own clock, which schedules the runs: their gaps are
+	// measured on it.
+	fired := time.Now()
+	name := tickguard.Name(base)
+	lock, err := x.tg.Acquire(ctx, name, x.tg.Hold(fired, fired.Add(x.halfGap(base, fired))))
 	if err != nil {
 		return nil, fmt.Errorf("gocronlock: %q: %w", name, err)
 	}
 	return unlocker{tg: x.tg, lock: lock}, nil
+}
+
+// halfGap records a run of the job base fired at fired and returns half
+// the shortest gap seen between its runs, or FirstHold before there is
+// one. The shortest gap is never more than the gap to the next run, so
+// the lock is free again when that run fires, even after runs this
+// replica skipped.
+func (x *Locker) halfGap(base string, fired time.Time) time.Duration {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	h := x.runs[base]
+	if !h.last.IsZero() {
+		if gap := fired.Sub(h.last); gap > 0 && (h.minGap == 0 || gap < h.minGap) {
+			h.minGap = gap
+		}
+	}
+	h.last = fired
+	x.runs[base] = h
+	if h.minGap == 0 {
+		return FirstHold
+	}
+	return h.minGap / 2
 }
 
 type unlocker struct {
@@ -107,7 +140,7 @@ type unlocker struct {
 	lock dblock.Lock
 }
 
-// Unlock releases the lock (it stays taken until MinHold has passed). It
+// Unlock releases the lock (it stays taken until its hold has passed). It
 // returns dblock.ErrNotHeld on a second call, and an error wrapping
 // dblock.ErrLockLost if the lock was lost while the job ran.
 func (u unlocker) Unlock(ctx context.Context) error {

@@ -1,27 +1,29 @@
-// Package tickguard is the per-tick lock logic shared by the scheduler
-// adapters (cronguard for robfig/cron, gocronlock for gocron): how a run is
-// named after its tick, how long its lock is held at least, its lease, how
-// long a replica waits for it, and which Lockers can serve it. The adapters
-// only translate their scheduler's calls into Name, Acquire and Release, so
-// that a job behaves the same under either scheduler.
+// Package tickguard is the per-job lock logic shared by the scheduler
+// adapters (cronguard for robfig/cron, gocronlock for gocron): how a job's
+// lock is named, how long it is held at least, its lease, how long a
+// replica waits for it, and which Lockers can serve it. The adapters only
+// translate their scheduler's calls into Name, Acquire and Release, so that
+// a job behaves the same under either scheduler.
 //
-// Each tick has its own lock, base@tick (for example
-// "jobs/report@2025-01-02T03:04:05Z"): a replica firing that tick later, by
-// clock skew or a slow scheduler, finds it taken for MinHold and skips.
-// Per-tick names make "each tick exactly once" hold for any job duration and
-// any period, as long as replicas fire within half a tick of the schedule.
-// With a single name and MinHold instead, MinHold would have to exceed the
-// offsets between replicas yet stay below the period minus them, and a run
-// longer than the period would swallow the next tick. The cost is one row
-// per tick in the lock table: released rows stay until the reaper sweeps
-// them.
+// Each job has one lock, named after the job, so a guard leaves one row per
+// job in the lock table, with or without the reaper. A run attributes its
+// fire to the nearest activation of the job's schedule (Attribute) and
+// holds the lock at least until halfway to the next activation: a replica
+// firing the same activation late (or, its clock ahead, early) by less
+// than half the gap finds the lock held and skips, and the replicas firing
+// the next activation find it free. A run still going when the next
+// activation fires keeps the lock, so that activation is skipped: runs of
+// one job never overlap across replicas.
+//
+// A lock per activation (name@tick) would let runs overlap and would
+// tolerate more spread between replicas, but leaves a row per activation
+// that only a reaper removes.
 package tickguard
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,31 +33,23 @@ import (
 	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
-// DefaultTick is the tick runs are attributed to: robfig/cron and gocron's
-// cron jobs fire on whole seconds, so a second always divides their
-// activation times.
-const DefaultTick = time.Second
-
 // releaseTimeout bounds a release whose context has already ended (a
 // scheduler shutting down).
 const releaseTimeout = 10 * time.Second
 
-// tickLayout formats ticks in lock names: UTC, sub-second digits only when
-// the tick has them. maxTickSuffix is the longest suffix it makes.
-const (
-	tickLayout    = time.RFC3339Nano
-	maxTickSuffix = len("@2006-01-02T15:04:05.999999999Z")
-)
+// probeHold is the MinHold New asks the Locker about when the hold is left
+// to the schedule: any positive hold is refused alike by a Locker that
+// cannot hold a lock past its release.
+const probeHold = time.Second
 
-// digestLength is how many hex digits of a long base name's SHA-256 replace
+// digestLength is how many hex digits of a long job name's SHA-256 replace
 // its tail: 64 bits, so two job names that differ only past the cut get
 // different locks.
 const digestLength = 16
 
-// Config is a guard's settings; the adapters' options set it. Zero
-// MinHold with MinHoldSet false means "the default": one tick.
+// Config is a guard's settings; the adapters' options set it. MinHoldSet
+// false means "the default": hold until halfway to the next activation.
 type Config struct {
-	Tick       time.Duration
 	MinHold    time.Duration
 	MinHoldSet bool
 	TTL        time.Duration
@@ -63,53 +57,58 @@ type Config struct {
 }
 
 // DefaultConfig is the configuration before any option.
-func DefaultConfig() Config { return Config{Tick: DefaultTick, TTL: dblock.DefaultTTL} }
+func DefaultConfig() Config { return Config{TTL: dblock.DefaultTTL} }
 
 // Guard takes the lock of each run of a job.
 type Guard struct {
-	l        dblock.Locker
-	cfg      Config
-	lockOpts []dblock.Option
+	l   dblock.Locker
+	cfg Config
 }
 
 // New checks cfg and l, once, so that a configuration that would fail every
 // run fails here instead: an adapter reports a run's lock errors only to a
 // logger or a listener that nobody may read. Errors are *dblock.OptionError
 // or wrap dblock.ErrInvalidOption; Option names the adapters' option
-// (WithTick, WithWait, ...), which both adapters name alike.
+// (WithWait, ...), which both adapters name alike, or the Locker's.
 func New(l dblock.Locker, cfg Config) (*Guard, error) {
-	if !cfg.MinHoldSet {
-		cfg.MinHold = cfg.Tick
-		if cfg.Tick == 0 {
-			cfg.MinHold = DefaultTick
-		}
-	}
 	switch {
 	case l == nil:
 		return nil, &dblock.OptionError{Option: "Locker", Reason: "nil"}
-	case cfg.Tick < 0:
-		return nil, &dblock.OptionError{Option: "WithTick", Reason: "must not be negative"}
 	case cfg.Wait < 0:
 		return nil, &dblock.OptionError{Option: "WithWait", Reason: "must not be negative"}
+	case cfg.MinHold < 0:
+		return nil, &dblock.OptionError{Option: "WithMinHold", Reason: "must not be negative"}
 	}
-	lockOpts := []dblock.Option{dblock.TTL(cfg.TTL), dblock.MinHold(cfg.MinHold)}
+	hold := cfg.MinHold
+	if !cfg.MinHoldSet {
+		hold = probeHold
+	}
+	lockOpts := []dblock.Option{dblock.TTL(cfg.TTL), dblock.MinHold(hold)}
 	// Checked before the Locker is asked: a TTL out of range is the
 	// option's fault, whatever the Locker.
 	if _, err := lockinput.ResolveOptions(lockOpts...); err != nil {
 		return nil, err
 	}
-	if cfg.Tick > 0 && lockkit.KeepsNames(l) {
-		return nil, &dblock.OptionError{Option: "WithTick",
-			Reason: fmt.Sprintf("the Locker (%T) keeps a row for every name it locks, and per-tick names would leave one per tick: use WithTick(0), or a Locker with leases (rowlock)", l)}
-	}
 	if err := lockkit.CheckOptions(l, lockOpts...); err != nil {
 		return nil, err
 	}
-	return &Guard{l: l, cfg: cfg, lockOpts: lockOpts}, nil
+	return &Guard{l: l, cfg: cfg}, nil
 }
 
-// ValidateBase checks a job's base name as lockinput.ValidateName does, but
-// for its length: Name shortens long ones.
+// Hold is how long a run's lock stays taken at least, from its
+// acquisition: WithMinHold's value when set, else until windowEnd, the
+// end of the activation's window (Attribute), as judged at fired. Measured
+// from fired rather than from the acquisition, which comes later, the
+// hold ends a little after windowEnd, never before.
+func (g *Guard) Hold(fired, windowEnd time.Time) time.Duration {
+	if g.cfg.MinHoldSet {
+		return g.cfg.MinHold
+	}
+	return max(windowEnd.Sub(fired), 0)
+}
+
+// ValidateBase checks a job's name as lockinput.ValidateName does, but for
+// its length: Name shortens long ones.
 func ValidateBase(base string) error {
 	if len(base) <= dblock.MaxNameLength {
 		return lockinput.ValidateName(base)
@@ -121,23 +120,12 @@ func ValidateBase(base string) error {
 	return nil
 }
 
-// Name is the lock name of a run of base fired at fired, and its tick: the
-// multiple of Tick nearest to fired, so that replicas apart by less than
-// Tick/2 agree (zero with Tick 0, where every run shares the name base).
-//
-// A name that would not fit in dblock.MaxNameLength bytes with its tick
-// keeps its first bytes and ends in "~" and 16 hex digits of the SHA-256 of
-// the whole base: long job names (gocron names jobs after their function)
-// still run, and two names that differ only past the cut still get two
-// locks.
-func (g *Guard) Name(base string, fired time.Time) (name string, tick time.Time) {
-	suffix := ""
-	if g.cfg.Tick > 0 {
-		tick = fired.Round(g.cfg.Tick).UTC()
-		suffix = "@" + tick.Format(tickLayout)
-	}
-	return fit(base, dblock.MaxNameLength-len(suffix)) + suffix, tick
-}
+// Name is the lock name of the job named base: base itself when it fits in
+// dblock.MaxNameLength bytes. A longer one keeps its first bytes and ends
+// in "~" and 16 hex digits of the SHA-256 of the whole: long job names
+// (gocron names jobs after their function) still run, and two names that
+// differ only past the cut still get two locks.
+func Name(base string) string { return fit(base, dblock.MaxNameLength) }
 
 // fit returns base when it has at most limit bytes, else its shortened form.
 func fit(base string, limit int) string {
@@ -158,19 +146,21 @@ func shortCut(s string, n int) int {
 	return n
 }
 
-// Acquire takes the lock name for one run: at once (TryAcquire), or waiting
-// up to Wait. dblock.ErrNotAcquired means another replica has the run.
-func (g *Guard) Acquire(ctx context.Context, name string) (dblock.Lock, error) {
+// Acquire takes the lock name for one run, held at least hold (Hold): at
+// once (TryAcquire), or waiting up to Wait. dblock.ErrNotAcquired means
+// another replica has the run.
+func (g *Guard) Acquire(ctx context.Context, name string, hold time.Duration) (dblock.Lock, error) {
+	opts := []dblock.Option{dblock.TTL(g.cfg.TTL), dblock.MinHold(hold)}
 	if g.cfg.Wait == 0 {
-		return g.l.TryAcquire(ctx, name, g.lockOpts...)
+		return g.l.TryAcquire(ctx, name, opts...)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Wait)
 	defer cancel()
-	return g.l.Acquire(ctx, name, g.lockOpts...)
+	return g.l.Acquire(ctx, name, opts...)
 }
 
 // Release releases a run's lock, even when ctx has ended (the scheduler is
-// shutting down): a lock left held would block the tick's other replicas
+// shutting down): a lock left held would block the job's other replicas
 // for nothing until its lease ran out.
 func (g *Guard) Release(ctx context.Context, lock dblock.Lock) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
