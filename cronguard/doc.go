@@ -34,6 +34,11 @@
 //
 // The lock table keeps one row per job: the guard needs no reaper.
 //
+// Replicas agree on the activations of a spec ("0 * * * * *"), which are
+// times of day. A fixed delay ("@every 1m", cron.Every) counts from each
+// Cron's start instead, so replicas share its activations only when they
+// started within half the delay of one another; prefer specs.
+//
 // # Logs
 //
 // A guard logs where its Locker does (rowlock.WithLogger,
