@@ -29,15 +29,17 @@ type database struct {
 	open    func() *sql.DB
 }
 
-// parseDSN reads a postgres:// or mysql:// URL, or an sqlite: file. Its
-// errors never repeat the password.
+// parseDSN reads a postgres:// or mysql:// URL, a DSN of go-sql-driver/mysql
+// (user:password@tcp(host:3306)/dbname), or an sqlite: file. Its errors
+// never repeat the password.
 func parseDSN(raw string) (database, error) {
 	if rest, ok := cutPrefixFold(raw, "sqlite:"); ok {
 		return sqliteDatabase(rest)
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
-	if !ok {
-		return database{}, usagef("", "the DSN must be a URL starting with postgres:// or mysql://, or sqlite:FILE")
+	if !ok || !isScheme(scheme) {
+		// Not a URL: the form Go programs give sql.Open("mysql", ...).
+		return mysqlDriverDSN(raw)
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
@@ -67,20 +69,57 @@ func parseDSN(raw string) (database, error) {
 		if err != nil {
 			return database{}, usagef("", "invalid MySQL DSN: %v", err)
 		}
-		return database{
-			dialect: dblock.MySQL,
-			addr:    cfg.Addr,
-			open: func() *sql.DB {
-				// NewConnector fails only on a config ParseDSN rejected.
-				conn, err := mysql.NewConnector(cfg)
-				if err != nil {
-					panic(err)
-				}
-				return sql.OpenDB(conn)
-			},
-		}, nil
+		return mysqlDatabase(cfg), nil
 	}
-	return database{}, usagef("", "unsupported DSN scheme %q: use postgres://, mysql:// or sqlite:FILE", scheme)
+	return database{}, usagef("", "unsupported DSN scheme %q: use postgres://, mysql://, a go-sql-driver/mysql DSN or sqlite:FILE", scheme)
+}
+
+// isScheme reports whether s can be a URL's scheme (RFC 3986): a letter,
+// then letters, digits, '+', '-' or '.'. A go-sql-driver/mysql DSN whose
+// parameters hold a URL has "://" too, after characters no scheme has.
+func isScheme(s string) bool {
+	for i, r := range s {
+		letter := 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z'
+		if !letter && (i == 0 || !('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// mysqlDriverDSN reads a DSN in go-sql-driver/mysql's own form,
+// [user[:password]@][net[(addr)]]/dbname[?params], the one sql.Open("mysql")
+// takes, so that a program and the CLI can share one setting.
+func mysqlDriverDSN(raw string) (database, error) {
+	cfg, err := mysql.ParseDSN(raw)
+	switch {
+	case err != nil && strings.ContainsAny(raw, "@("):
+		// The driver's errors name the part that is wrong, not the DSN.
+		return database{}, usagef("", "invalid MySQL DSN: %v", err)
+	case err != nil:
+		return database{}, usagef("", "the DSN is neither a URL (postgres://..., mysql://...), "+
+			"nor a go-sql-driver/mysql DSN (user:password@tcp(host:3306)/dbname), nor sqlite:FILE: %v", err)
+	}
+	if cfg.DBName == "" {
+		return database{}, usagef("", "invalid MySQL DSN: no database name (user:password@tcp(host:3306)/dbname)")
+	}
+	return mysqlDatabase(cfg), nil
+}
+
+// mysqlDatabase is the database of a parsed MySQL DSN.
+func mysqlDatabase(cfg *mysql.Config) database {
+	return database{
+		dialect: dblock.MySQL,
+		addr:    cfg.Addr,
+		open: func() *sql.DB {
+			// NewConnector fails only on a config ParseDSN rejected.
+			conn, err := mysql.NewConnector(cfg)
+			if err != nil {
+				panic(err)
+			}
+			return sql.OpenDB(conn)
+		},
+	}
 }
 
 // mysqlConfig turns mysql://user:password@host:port/dbname?params into a
@@ -145,8 +184,8 @@ func (inv *invocation) connect(ctx context.Context) (*sql.DB, dblock.Dialect, er
 	}
 	if raw == "" {
 		return nil, "", usagef(inv.cmd.name, "no database given: pass --dsn or set SQLLOCK_DSN, "+
-			"for example postgres://user:password@host:5432/dbname, mysql://user:password@host:3306/dbname, "+
-			"or sqlite:/path/to/locks.db for the processes of this host only")
+			"for example postgres://user:password@host:5432/dbname, mysql://user:password@host:3306/dbname "+
+			"(or user:password@tcp(host:3306)/dbname), or sqlite:/path/to/locks.db for the processes of this host only")
 	}
 	d, err := parseDSN(raw)
 	if err != nil {
@@ -173,6 +212,10 @@ type connectError struct {
 }
 
 func (e *connectError) Error() string {
+	if e.dialect == dblock.SQLite {
+		return fmt.Sprintf("cannot open the SQLite file %s: %v\n(check the path in --dsn or SQLLOCK_DSN: "+
+			"its directory must exist, and sqllock must be allowed to read and write both)", e.addr, e.err)
+	}
 	return fmt.Sprintf("cannot connect to %s at %s: %s\n(check --dsn or SQLLOCK_DSN, and that the server is running)",
 		e.dialect, e.addr, connectFailure(e.err))
 }

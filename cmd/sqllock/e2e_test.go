@@ -55,6 +55,10 @@ func TestCLI(t *testing.T) {
 					t.Errorf("migrate up printed %q", out)
 				}
 				cli.expect(exitOK, fmt.Sprintf("%d\n", migrations.Latest), "", "migrate", "version")
+				// version only reads: it answers on a read-only connection.
+				roCLI := &sqllockCLI{t: t, bin: bin, dsn: readOnlyDSN(t, tg, dsn)}
+				roCLI.expect(exitOK, fmt.Sprintf("%d\n", migrations.Latest), "", "migrate", "version")
+				roCLI.expect(exitUnavailable, "", "read-only", "migrate", "up")
 				cli.expect(exitOK, "", "", "migrate", "up")
 				cli.expect(exitUsage, "", "pass --yes", "migrate", "down")
 				cli.expect(exitOK, "lock tables dropped\n", "", "migrate", "down", "--yes")
@@ -163,6 +167,15 @@ func TestCLI(t *testing.T) {
 				_ = reader.Release(ctx)
 				_ = held.Release(ctx)
 				_ = other.Release(ctx)
+				testSemaphoreSlots(t, cli, testdb.Name(t))
+			})
+
+			t.Run("the Go driver's DSN", func(t *testing.T) {
+				// tg.DSN is what a Go program gives sql.Open: on MySQL
+				// go-sql-driver's user@tcp(host:port)/dbname, not a URL.
+				goCLI := &sqllockCLI{t: t, bin: bin, dsn: tg.DSN}
+				goCLI.expect(exitOK, fmt.Sprintf("%d\n", migrations.Latest), "", "migrate", "version")
+				goCLI.expect(exitOK, "ran\n", "", "run", "--name", testdb.Name(t), "--", "echo", "ran")
 			})
 
 			t.Run("held elsewhere", func(t *testing.T) {
@@ -339,6 +352,11 @@ func TestCLI(t *testing.T) {
 				_ = k.Release(ctx)
 			})
 
+			t.Run("killed: its command dies with it, before the next holder's runs", func(t *testing.T) {
+				cli.t = t
+				testKilledRun(t, cli, testdb.Name(t))
+			})
+
 			t.Run("processes left behind are stopped before the lock is released", func(t *testing.T) {
 				cli.t = t
 				name := testdb.Name(t)
@@ -508,14 +526,17 @@ type proc struct{ pid int }
 
 // alive reports whether pid is still a running "sleep" (not a zombie, not
 // a new process that reused the pid).
-func (p proc) alive() bool {
+func (p proc) alive() bool { return p.runs("sleep") }
+
+// runs reports whether pid is still a running process named comm.
+func (p proc) runs(comm string) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
 	if err != nil {
 		return false
 	}
 	// "pid (comm) state ...", where comm may contain spaces and ')'.
 	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
-	if open < 0 || end < open || string(stat[open+1:end]) != "sleep" {
+	if open < 0 || end < open || string(stat[open+1:end]) != comm {
 		return false
 	}
 	fields := strings.Fields(string(stat[end+1:]))

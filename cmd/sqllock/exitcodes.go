@@ -25,7 +25,7 @@ const (
 	exitUsage       = 64  // EX_USAGE: a mistake in the command line
 	exitUnavailable = 69  // EX_UNAVAILABLE: the database cannot be reached, or is read-only
 	exitTempFail    = 75  // EX_TEMPFAIL: the lock is held by another process
-	exitConfig      = 78  // EX_CONFIG: the database refuses the DSN, or has no (current) lock tables
+	exitConfig      = 78  // EX_CONFIG: the database refuses the DSN, the SQLite file cannot be opened, or there are no (current) lock tables
 	exitNoExec      = 126 // the command cannot be executed, as in sh
 	exitNotFound    = 127 // the command is not found, as in sh
 )
@@ -39,8 +39,9 @@ const exitCodesHelp = `Exit codes:
             read-only (a standby, after a failover) (EX_UNAVAILABLE)
   75        run: the lock is held by another process (EX_TEMPFAIL); silent
             unless -v, since under cron every replica but one gets it
-  78        the database refused the DSN's user, password or database, or
-            its lock tables are missing or outdated (EX_CONFIG)
+  78        the database refused the DSN's user, password or database, the
+            SQLite file cannot be opened, or the lock tables are missing or
+            outdated (EX_CONFIG)
   run exits with its command's code once the command started (128+N if
   signal N killed it; 126, 127: it cannot be executed, or is not found).
   69, 75 and 78 come from sqllock only before the command starts.`
@@ -51,7 +52,7 @@ const exitCodesHelp = `Exit codes:
 // work again later) or 0 (neither: an unexpected error).
 func databaseExit(err error) int {
 	switch {
-	case errors.Is(err, dblock.ErrSchemaMissing), refusedLogin(err), badCertificate(err):
+	case errors.Is(err, dblock.ErrSchemaMissing), refusedLogin(err), badCertificate(err), badSQLiteFile(err):
 		return exitConfig
 	case errors.Is(err, dblock.ErrReadOnly), unreachable(err):
 		return exitUnavailable
@@ -110,4 +111,35 @@ func unreachable(err error) bool {
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+}
+
+// SQLite result codes (the low byte of modernc.org/sqlite's Error.Code)
+// that say the file itself is the trouble.
+const (
+	sqlitePerm     = 3  // SQLITE_PERM
+	sqliteCantOpen = 14 // SQLITE_CANTOPEN: no such directory, no permission, a directory
+	sqliteAuth     = 23 // SQLITE_AUTH
+	sqliteNotADB   = 26 // SQLITE_NOTADB
+)
+
+// badSQLiteFile reports an SQLite file that cannot be opened as a
+// database: the path, the permissions or the file must be fixed, and no
+// server is involved.
+func badSQLiteFile(err error) bool {
+	connErr, ok := errors.AsType[*connectError](err)
+	if !ok || connErr.dialect != dblock.SQLite {
+		return false
+	}
+	coded, ok := errors.AsType[interface {
+		error
+		Code() int
+	}](err)
+	if !ok {
+		return false
+	}
+	switch coded.Code() & 0xff {
+	case sqlitePerm, sqliteCantOpen, sqliteAuth, sqliteNotADB:
+		return true
+	}
+	return false
 }

@@ -9,10 +9,14 @@
 //
 // The database comes from --dsn or SQLLOCK_DSN, as a URL:
 // postgres://user:password@host:5432/db?sslmode=disable or
-// mysql://user:password@host:3306/db?tls=true; or as sqlite:FILE
-// (sqlite:locks.db, sqlite:/var/lib/locks.db or sqlite:///var/lib/locks.db)
-// for processes of one host sharing that file, which is created if missing
-// and whose tables run creates itself. There is no default database.
+// mysql://user:password@host:3306/db?tls=true; as go-sql-driver/mysql's
+// own DSN, user:password@tcp(host:3306)/db?tls=true, the form a Go
+// program gives sql.Open("mysql", ...), which takes no mysql:// URL (the
+// postgres:// URL is also what sql.Open("pgx", ...) takes); or as
+// sqlite:FILE (sqlite:locks.db, sqlite:/var/lib/locks.db or
+// sqlite:///var/lib/locks.db) for processes of one host sharing that file,
+// which is created if missing and whose tables run creates itself. There
+// is no default database.
 //
 // Exit codes (sysexits.h where one fits):
 //
@@ -21,8 +25,9 @@
 //	64   usage error
 //	69   the database cannot be reached or did not answer, or is read-only
 //	75   run: the lock is held by another process (silent unless -v)
-//	78   the database refused the DSN's user, password or database, or its
-//	     lock tables are missing or outdated
+//	78   the database refused the DSN's user, password or database, the
+//	     SQLite file cannot be opened, or the lock tables are missing or
+//	     outdated
 //
 // Once its command started, run exits with the command's code (128+N when
 // the command was killed by signal N; 126 when it cannot be executed; 127
@@ -42,6 +47,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == watchdogArg {
+		os.Exit(runWatchdog(os.Args[2]))
+	}
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -159,8 +167,13 @@ const dsnHelp = `The database is given with --dsn or the SQLLOCK_DSN environment
   postgres://user:password@host:5432/dbname?sslmode=disable
   mysql://user:password@host:3306/dbname?tls=true
   (mysql://user@localhost/dbname?socket=/run/mysqld/mysqld.sock for a socket)
+  user:password@tcp(host:3306)/dbname?tls=true   (go-sql-driver/mysql's form)
   sqlite:/path/to/locks.db   (one host only: the processes sharing that file;
-                              run and migrate up create it and its tables)`
+                              run and migrate up create it and its tables)
+A Go program's DSN works here as it is: the postgres:// URL of
+sql.Open("pgx", dsn) and the user:password@tcp(host:3306)/dbname of
+sql.Open("mysql", dsn). The other way round, Go's MySQL driver takes no
+mysql:// URL: give it the tcp(...) form.`
 
 func topUsage(w io.Writer) {
 	fmt.Fprint(w, `sqllock: distributed locks in PostgreSQL or MySQL/MariaDB (or SQLite, on one host)

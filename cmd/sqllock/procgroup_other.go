@@ -29,3 +29,5 @@ func (g *procGroup) signal(sig syscall.Signal) {
 }
 
 func (g *procGroup) empty() bool { return true }
+
+func (g *procGroup) close() {}

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"os/exec"
+	"runtime"
 	"syscall"
 )
 
@@ -13,19 +14,40 @@ import (
 // started (the children of a shell script) stops with it instead of running
 // on without the lock.
 type procGroup struct {
-	pgid int
+	pgid     int
+	watchdog *watchdog // nil if it could not be started
 }
 
-// startGroup starts cmd as the leader of a new process group.
+// startGroup starts cmd as the leader of a new process group, and a
+// watchdog that ends the group if sqllock is killed (see watchdog). The
+// caller must call close once the group is gone.
+//
+// On Linux the command also gets SIGKILL from the kernel when sqllock
+// dies, even if the watchdog was killed as well. The kernel sends it when
+// the thread that started the command ends, not the process, so the
+// calling goroutine stays locked to its thread until close: no other
+// goroutine can then end that thread by exiting while locked to it.
 func startGroup(cmd *exec.Cmd) (*procGroup, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	killWithParent(cmd.SysProcAttr)
 	// Processes of the group whose parent exits are handed to sqllock
 	// rather than to init, so that empty can reap them (Linux only).
 	becomeSubreaper()
+	runtime.LockOSThread()
 	if err := cmd.Start(); err != nil {
+		runtime.UnlockOSThread()
 		return nil, err
 	}
-	return &procGroup{pgid: cmd.Process.Pid}, nil
+	g := &procGroup{pgid: cmd.Process.Pid}
+	g.watchdog = startWatchdog(g.pgid)
+	return g, nil
+}
+
+// close dismisses the watchdog and frees the thread. Call it only once the
+// group is gone (empty) or sqllock gives up on it.
+func (g *procGroup) close() {
+	g.watchdog.dismiss()
+	runtime.UnlockOSThread()
 }
 
 // signal sends sig to every process of the group. A stopped process acts

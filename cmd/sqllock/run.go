@@ -44,15 +44,23 @@ command exits while processes it started still run in its group, they get
 SIGTERM (and SIGKILL --kill-after later), and the lock is released only once
 they are gone: nothing the command started runs without the lock. (Being in a
 group of its own, the command is not the terminal's foreground job: run
-commands that read from the terminal without sqllock.)
+commands that read from the terminal without sqllock.) If sqllock itself is
+killed (SIGKILL, or it crashes), a watchdog process it leaves beside the group
+sends the whole group SIGKILL at once (on Linux the kernel also kills the
+command), so that nothing runs on while the lock lapses and the next holder's
+command starts.
 
 With --limit N the lock is a counting semaphore: at most N commands run at
 once under NAME, across machines (each holds one permit; every caller of NAME
 must give the same N, or the one that disagrees exits 78 while others hold
 permits).
 
-The command sees SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token, which grows
-with every new holder) in its environment.
+The command sees in its environment SQLLOCK_NAME and SQLLOCK_TOKEN, the
+fencing token: it grows with every new holder of the lock. With --limit, each
+of the N permits is a slot of its own, given in SQLLOCK_SLOT (0 to N-1), and
+SQLLOCK_TOKEN grows with every new holder of that slot only: commands that
+hold permits at the same time have different slots, and may have the same
+token.
 
 Durations take a unit: 500ms, 30s, 5m, 1h30m.
 
@@ -63,8 +71,9 @@ Exit codes:
                  printed unless -v
   69             the database cannot be reached or is read-only: the command
                  did not run (EX_UNAVAILABLE)
-  78             the database refused the DSN, or has no lock tables: the
-                 command did not run (EX_CONFIG)
+  78             the database refused the DSN, the SQLite file cannot be
+                 opened, or there are no lock tables: the command did not
+                 run (EX_CONFIG)
   64             usage error
   126, 127       the command cannot be executed, or is not found
   1              any other error`,
@@ -175,12 +184,17 @@ func runLocked(inv *invocation, o runOptions) error {
 	cmd := exec.Command(inv.args[0], inv.args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, inv.stdout, inv.stderr
 	cmd.Env = append(os.Environ(), "SQLLOCK_NAME="+o.name, "SQLLOCK_TOKEN="+strconv.FormatInt(lock.Token(), 10))
+	if permit, ok := lock.(*rowlock.Permit); ok {
+		// A permit's token is its slot's: the pair fences.
+		cmd.Env = append(cmd.Env, "SQLLOCK_SLOT="+strconv.Itoa(permit.Slot()))
+	}
 	group, err := startGroup(cmd)
 	if err != nil {
 		release()
 		return startError(inv.args[0], err)
 	}
 	code, lost := supervise(inv, cmd, group, lock, o, signals)
+	group.close()
 	if lost == nil {
 		release()
 	} else if code == 0 {

@@ -35,6 +35,14 @@ func TestCLISQLite(t *testing.T) {
 		t.Fatal("status created the file")
 	}
 
+	// A file that cannot be opened (its directory is missing) is the DSN's
+	// fault, and no server is involved.
+	missing := &sqllockCLI{t: t, bin: bin, dsn: "sqlite:" + filepath.Join(t.TempDir(), "no-such-dir", "locks.db")}
+	if code, _, errOut := missing.run("run", "--name", "demo", "--", "true"); code != exitConfig ||
+		!strings.Contains(errOut, "cannot open the SQLite file") || strings.Contains(errOut, "server") {
+		t.Errorf("run on an SQLite file in a missing directory: exit %d, stderr %q; want 78 and a message about the file, none about a server", code, errOut)
+	}
+
 	// The first command on a fresh file: run creates the tables.
 	out := cli.expect(exitOK, "", "", "run", "--name", "demo", "--", "sh", "-c", `echo "$SQLLOCK_NAME $SQLLOCK_TOKEN"`)
 	if got := strings.Fields(out); len(got) != 2 || got[0] != "demo" {

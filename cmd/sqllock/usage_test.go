@@ -32,8 +32,16 @@ func TestUsage(t *testing.T) {
 		{args: []string{"status"}, code: exitUsage, stderr: "no database given: pass --dsn or set SQLLOCK_DSN"},
 		{args: []string{"status", "extra"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "takes no arguments"},
 		{args: []string{"status", "--limit", "0"}, dsnEnv: "postgres://x/y", code: exitUsage, stderr: "--limit"},
-		{args: []string{"--dsn", "redis://localhost", "status"}, code: exitUsage, stderr: "use postgres://, mysql:// or sqlite:FILE"},
-		{args: []string{"status", "--dsn", "localhost:5432"}, code: exitUsage, stderr: "must be a URL"},
+		{args: []string{"--dsn", "redis://localhost", "status"}, code: exitUsage, stderr: "use postgres://, mysql://, a go-sql-driver/mysql DSN or sqlite:FILE"},
+		{args: []string{"status", "--dsn", "localhost:5432"}, code: exitUsage, stderr: "neither a URL"},
+		// go-sql-driver/mysql's own DSN, as a Go program gives it to sql.Open.
+		{args: []string{"--dsn", "u:secret@tcp(127.0.0.1:1)/x", "status"}, code: exitUnavailable, stderr: "cannot connect to mysql at 127.0.0.1:1"},
+		{args: []string{"--dsn", "u:secret@tcp(127.0.0.1:1)/x?tls=maybe", "status"}, code: exitUsage, stderr: "invalid MySQL DSN"},
+		{args: []string{"--dsn", "u:secret@tcp(127.0.0.1:1)/", "status"}, code: exitUsage, stderr: "no database name"},
+		{args: []string{"help"}, code: exitOK, stdout: "user:password@tcp(host:3306)/dbname?tls=true   (go-sql-driver/mysql's form)"},
+		{args: []string{"help", "run"}, code: exitOK, stdout: "Go's MySQL driver takes no\nmysql:// URL"},
+		// A semaphore's token is its slot's: help says so, and gives the slot.
+		{args: []string{"help", "run"}, code: exitOK, stdout: "SQLLOCK_TOKEN grows with every new holder of that slot only"},
 		{args: []string{"--dsn", "postgres://u:secret@127.0.0.1:99999/x", "status"}, code: exitUsage, stderr: "invalid port"},
 		{args: []string{"--dsn", "mysql://u:secret@127.0.0.1:1/x", "status"}, code: exitUnavailable, stderr: "cannot connect to mysql at 127.0.0.1:1"},
 		{args: []string{"--dsn", "postgres://u:secret@127.0.0.1:1/x", "status"}, code: exitUnavailable, stderr: "cannot connect to postgres at 127.0.0.1:1"},
