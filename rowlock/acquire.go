@@ -206,7 +206,7 @@ func (l *Locker) dropHolds(ctx context.Context, name string, owner dblock.Owner)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	if err := l.store.dropHolds(dctx, name, owner); err != nil {
-		l.cfg.logger.Warn("rowlock: dropping a hold taken as its acquisition failed failed; it lapses with its lease",
+		l.cfg.logger.Warn("rowlock: could not drop a hold taken as its acquisition failed; it lapses with its lease",
 			"name", name, "error", err)
 	}
 	busyWaitlists.wakeFirst(name)
