@@ -11,9 +11,10 @@ import (
 )
 
 // kindSeparator joins a name to the suffix of the rows a lock kind derives
-// from it: U+241F SYMBOL FOR UNIT SEPARATOR, as package rowlock uses. Do
-// not give plain locks names that contain it.
-const kindSeparator = "␟"
+// from it: U+241F SYMBOL FOR UNIT SEPARATOR, as package rowlock uses
+// (lockinput.KindSeparator). Names that contain it are refused
+// (lockinput.ValidateCallerName): they could name another name's rows.
+const kindSeparator = lockinput.KindSeparator
 
 // kind is what an acquisition takes.
 type kind int
@@ -82,7 +83,7 @@ func (r request) longest() string {
 }
 
 func (r request) validate() error {
-	if err := lockinput.ValidateName(r.name); err != nil {
+	if err := lockinput.ValidateCallerName(r.name); err != nil {
 		return err
 	}
 	if n := len(r.longest()); n > dblock.MaxNameLength {

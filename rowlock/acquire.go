@@ -23,6 +23,9 @@ import (
 // Errors: dblock.ErrInvalidName, dblock.ErrInvalidOption, dblock.ErrClosed,
 // dblock.ErrSchemaMissing, dblock.ErrInvalidDB, or a driver error.
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	if err := callerName(name); err != nil {
+		return nil, err
+	}
 	return asLock(l.tryAcquire(ctx, name, opts, l.metrics, true))
 }
 
@@ -85,6 +88,9 @@ func record(ctx context.Context, in *metrics.Instruments, mode metrics.Mode, err
 // take the lock only when no fair waiter is queued, but keep no place.
 // Re-entering a lock the owner holds bypasses the queue.
 func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	if err := callerName(name); err != nil {
+		return nil, err
+	}
 	return asLock(l.acquire(ctx, name, opts, l.metrics, true))
 }
 

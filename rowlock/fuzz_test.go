@@ -47,7 +47,7 @@ func FuzzTryAcquireName(f *testing.F) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		k, err := l.TryAcquire(ctx, name)
-		if lockinput.ValidateName(name) != nil {
+		if lockinput.ValidateCallerName(name) != nil {
 			if k != nil {
 				_ = k.Release(ctx)
 				t.Fatalf("TryAcquire(%q) took an invalid name", name)

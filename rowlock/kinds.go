@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -15,6 +16,17 @@ import (
 // taken, which run even when the caller's context has ended: a name left
 // held would block others until its lease lapsed.
 const giveBackTimeout = 10 * time.Second
+
+// callerName refuses a name given to a plain lock that contains
+// KindSeparator: it could name a row of a lock kind (a plain lock "cfg␟w"
+// would hold the write lock of "cfg"). Other names go on to prepare's
+// checks, in their order.
+func callerName(name string) error {
+	if !strings.Contains(name, KindSeparator) {
+		return nil
+	}
+	return lockinput.ValidateCallerName(name)
+}
 
 // recordKind counts, through in, an acquisition of a lock kind that got
 // past its arguments' checks (started then), by outcome: Acquire's (wait)

@@ -68,7 +68,7 @@ func (l *Locker) Held(ctx context.Context, name string) (HeldLock, bool, error) 
 	if err := lockinput.CheckContext(ctx); err != nil {
 		return HeldLock{}, false, fmt.Errorf("rowlock: Held: %w", err)
 	}
-	if err := lockinput.ValidateName(name); err != nil {
+	if err := lockinput.ValidateCallerName(name); err != nil {
 		return HeldLock{}, false, err
 	}
 	h, ok, err := l.store.held(ctx, name)
@@ -84,6 +84,9 @@ func (l *Locker) Held(ctx context.Context, name string) (HeldLock, bool, error) 
 func (l *Locker) Waiters(ctx context.Context, name string) ([]Waiter, error) {
 	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: Waiters: %w", err)
+	}
+	if err := lockinput.ValidateCallerName(name); err != nil {
+		return nil, err
 	}
 	ws, err := l.queue.List(ctx, name)
 	return waitersOf(ws), err

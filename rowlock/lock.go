@@ -326,7 +326,9 @@ const releaseTimeout = 10 * time.Second
 // timeout's, or a driver error, when the release statement did not succeed.
 // The hold then stays releasable: call Release again. Its renewal has
 // stopped, so unless released it is lost (Done closed, Err wrapping
-// dblock.ErrLockLost) by the time its lease could lapse.
+// dblock.ErrLockLost) by the time its lease could lapse; at once when the
+// error is dblock.ErrInvalidDB (the *sql.DB was closed), which no later
+// Release can overcome.
 func (k *Lock) Release(ctx context.Context) error {
 	// Checked before anything changes: a bad call must leave the lock held.
 	if err := lockinput.CheckContext(ctx); err != nil {
@@ -377,6 +379,12 @@ func (k *Lock) Release(ctx context.Context) error {
 	}
 	if err != nil {
 		k.releaseFailed()
+		if lockkit.ClassifyError(err) == lockkit.ClassClosed {
+			// Nothing can release it through a closed *sql.DB: it is
+			// lost now (its session connection goes with it) rather
+			// than held until its deadline.
+			k.lose(fmt.Errorf("its *sql.DB was closed before release: %w", err))
+		}
 		return lockkit.WrapDBError("rowlock: release "+fmt.Sprintf("%q", k.h.name), err)
 	}
 	// After the release statement: until it has run, the marker must stay

@@ -109,7 +109,7 @@ func canonicalNames(names []string) ([]string, error) {
 		return nil, &dblock.OptionError{Option: "names", Reason: "no names"}
 	}
 	for _, name := range names {
-		if err := lockinput.ValidateName(name); err != nil {
+		if err := lockinput.ValidateCallerName(name); err != nil {
 			return nil, err
 		}
 	}

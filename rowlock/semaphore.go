@@ -21,8 +21,10 @@ const MaxSemaphoreLimit = 1000
 
 // KindSeparator joins a name to the suffix of the rows a lock kind derives
 // from it: U+241F SYMBOL FOR UNIT SEPARATOR, printable, so the rows read
-// well in listings (sqllock status), and unlikely in names. Do not give
-// plain locks names that contain it.
+// well in listings (sqllock status), and unlikely in names. Names that
+// contain it are refused with dblock.ErrInvalidName (by the Acquire and
+// TryAcquire of every kind, Held and Waiters): they could name another
+// name's rows.
 const KindSeparator = "␟"
 
 // slotName is the row of permit slot i of semaphore name.
@@ -162,7 +164,7 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 // checkKindName checks the name of a lock kind, and that longest, the
 // longest name of the rows it derives, fits in the table.
 func checkKindName(name, longest, kind string) error {
-	if err := lockinput.ValidateName(name); err != nil {
+	if err := lockinput.ValidateCallerName(name); err != nil {
 		return err
 	}
 	if len(longest) > dblock.MaxNameLength {

@@ -56,6 +56,27 @@ func ValidateName(name string) error {
 	return nil
 }
 
+// KindSeparator is U+241F SYMBOL FOR UNIT SEPARATOR (␟), which the lock
+// kinds of rowlock and forupdate (semaphores, read/write locks) put between
+// a name and the suffix of the rows they derive from it ("api␟s0", slot 0
+// of semaphore "api").
+const KindSeparator = "\u241f"
+
+// ValidateCallerName is ValidateName for a name a caller gives: it must
+// not contain KindSeparator either, or it could name a row that a lock
+// kind derives from another name (a plain lock "cfg␟w" would hold the
+// write lock of "cfg"). Names a lock kind derives are checked with
+// ValidateName.
+func ValidateCallerName(name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if strings.Contains(name, KindSeparator) {
+		return &dblock.NameError{Name: name, Reason: "contains U+241F (" + KindSeparator + "), which lock kinds use to name their rows"}
+	}
+	return nil
+}
+
 // CheckContext returns an *dblock.OptionError for a nil context, which
 // database/sql would otherwise panic on (and, inside its pool, leave the pool
 // stuck).
