@@ -387,6 +387,13 @@ func (s *session) run(ctx context.Context, inc *incarnation) {
 	if err == nil || stopped && len(lost) == 0 {
 		return
 	}
+	if len(lost) == 0 {
+		// Nothing was lost: say so, and once, since a connection that
+		// cannot be had (a DSN typo, a server down) fails at every retry.
+		s.warnOnce("rowlock: session connection failed; no lock was lost, and until one works "+
+			"a dead holder's locks are taken over only when their leases lapse", "error", err)
+		return
+	}
 	s.logger.Warn("rowlock: session connection ended; its locks are lost and a new one starts when needed",
 		"error", err, "locks_lost", len(lost))
 }
