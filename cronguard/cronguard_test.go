@@ -111,12 +111,12 @@ type fireSlot struct {
 // TestGuardThreeReplicasThreeJobsRunEachTickOnce: the README's way, one
 // guard per scheduler adding every job under its own name, on three
 // replicas (three Crons, each with its own Locker on the same database),
-// each firing three every-second jobs, 0, 150 and 300 ms late. Every job
+// each firing three every-second jobs, 0, 100 and 200 ms late. Every job
 // runs exactly once per activation, and the lock table keeps one row per
 // job.
 func TestGuardThreeReplicasThreeJobsRunEachTickOnce(t *testing.T) {
 	const ticks = 4 // activations every replica fires, per job
-	delays := []time.Duration{0, 150 * time.Millisecond, 300 * time.Millisecond}
+	delays := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}
 	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()

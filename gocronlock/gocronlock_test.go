@@ -110,14 +110,14 @@ func (u firingUnlock) Unlock(ctx context.Context) error {
 }
 
 // TestLockerThreeSchedulersRunEachTickOnce: three gocron schedulers, each
-// with its own Locker and a clock skewed by 0, +200 ms or -200 ms (so
+// with its own Locker and a clock skewed by 0, +100 ms or -100 ms (so
 // firing on time, early or late), run an every-second cron job; each tick
 // runs exactly once, and the lock table keeps one row for the job. The job's name is
 // short, or longer than a lock name may be: gocron names jobs after their
 // function, and a long name must run too, once per tick.
 func TestLockerThreeSchedulersRunEachTickOnce(t *testing.T) {
 	const duration = 4 * time.Second
-	skews := []time.Duration{0, 200 * time.Millisecond, -200 * time.Millisecond}
+	skews := []time.Duration{0, 100 * time.Millisecond, -100 * time.Millisecond}
 	for _, tg := range testdb.AllTargets(t) {
 		for _, long := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/long=%v", tg.Name, long), func(t *testing.T) {
