@@ -153,6 +153,29 @@ func (k *Lock) Err() error {
 	return nil
 }
 
+// TTL is how much of the hold's lease is sure to be left (redislock's TTL):
+// the time until the deadline at which, unless a renewal succeeds first,
+// the hold declares itself lost (Done, Err). It is measured as that
+// deadline is, on the local monotonic clock: from when the last successful
+// renewal (or the acquisition) was sent, the lease less a tenth. The
+// database, whose clock alone judges the lease, counts from when it ran
+// that statement, later: so by the database clock too the row stays this
+// hold's for at least TTL. The background renewal moves the deadline on
+// every lease/3, so while held TTL stays between about 0.57 and 0.9 of the
+// lease. It does not count the session marker (see Crash detection): a
+// hold whose session connection fails is lost sooner, within the crash
+// grace, and Done says so. It is 0 once the hold is released or lost. It
+// does no I/O.
+func (k *Lock) TTL() time.Duration {
+	if k.Err() != nil {
+		return 0
+	}
+	k.mu.Lock()
+	deadline := k.deadline
+	k.mu.Unlock()
+	return max(deadline.Sub(clock.Now()), 0)
+}
+
 // Refresh renews the lease now, as the background renewal does every TTL/3.
 // It never shortens the lease (a longer reentrant hold's stays). Contention
 // is retried until ctx ends. Errors: dblock.ErrNotHeld after Release; an
@@ -427,7 +450,7 @@ func (k *Lock) releaseFailed() {
 	cause := k.lostWhileReleasing
 	k.lostWhileReleasing = nil
 	if k.err == nil && cause == nil {
-		k.lapse = time.AfterFunc(time.Until(k.deadline), func() { _ = k.Err() })
+		k.lapse = time.AfterFunc(k.deadline.Sub(clock.Now()), func() { _ = k.Err() })
 	}
 	k.mu.Unlock()
 	if cause != nil {
