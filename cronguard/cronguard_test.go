@@ -104,8 +104,8 @@ func rowsOf(t testing.TB, tg testdb.Target, prefix string) int {
 // at a time: a fire while the previous run is still going is dropped and
 // not counted, as cron.SkipIfStillRunning would.
 type fireSlot struct {
-	mu    sync.Mutex
-	tick  time.Time
+	mu   sync.Mutex
+	tick time.Time
 }
 
 // TestGuardThreeReplicasThreeJobsRunEachTickOnce: the README's way, one
@@ -564,8 +564,9 @@ func TestGuardBadConfig(t *testing.T) {
 }
 
 // TestGuardRefusesASharedName: a guard takes each job under its own name
-// and refuses a second job under a name it guards, a bad name and a bad
-// schedule, adding nothing to the Cron; Remove frees a name.
+// and refuses a second job under a name guarded on its Cron (by it or by
+// another Guard), a bad name and a bad schedule, adding nothing to the
+// Cron; Remove frees a name.
 func TestGuardRefusesASharedName(t *testing.T) {
 	c := cron.New(cron.WithSeconds())
 	g := newGuard(t, c, newTestLocker(t, testdb.AllTargets(t)[0].DB))
@@ -593,6 +594,15 @@ func TestGuardRefusesASharedName(t *testing.T) {
 		if id, err := c.add(); id != 0 || !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, %v; want %v", what, id, err, c.want)
 		}
+	}
+	// Another Guard on the same Cron (other options, say) shares its
+	// names; a Guard on another Cron (another replica) does not.
+	other := newGuard(t, c, newTestLocker(t, testdb.AllTargets(t)[0].DB), cronguard.WithMinHold(0))
+	if id, err := other.AddJob("jobs/report", "*/5 * * * * *", nop); id != 0 || !errors.Is(err, cronguard.ErrDuplicateName) {
+		t.Errorf("a second Guard on the Cron, same name: %v, %v; want ErrDuplicateName", id, err)
+	}
+	if _, err := newGuard(t, cron.New(cron.WithSeconds()), newTestLocker(t, testdb.AllTargets(t)[0].DB)).AddJob("jobs/report", "0 * * * * *", nop); err != nil {
+		t.Errorf("the same name on another Cron: %v", err)
 	}
 	if n := len(c.Entries()); n != 2 {
 		t.Errorf("%d entries in the Cron, want the 2 added", n)

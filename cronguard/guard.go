@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/robfig/cron/v3"
 
@@ -21,9 +23,33 @@ type Guard struct {
 	tg     *tickguard.Guard
 	logger *slog.Logger
 	ctx    context.Context
+	names  map[string]cron.EntryID // c's guarded jobs, by name: guarded by cronNames
+}
 
-	mu    sync.Mutex
-	names map[string]cron.EntryID // the jobs guarded, by name
+// cronNames holds, for each Cron, the names of the jobs that any Guard
+// added to it: two Guards on one Cron must not share a name either. Its
+// keys are weak, so that a Cron the application drops is forgotten.
+var cronNames = struct {
+	sync.Mutex
+	m map[weak.Pointer[cron.Cron]]map[string]cron.EntryID
+}{m: map[weak.Pointer[cron.Cron]]map[string]cron.EntryID{}}
+
+// namesOf returns the job names guarded on c, shared by its Guards.
+func namesOf(c *cron.Cron) map[string]cron.EntryID {
+	key := weak.Make(c)
+	cronNames.Lock()
+	defer cronNames.Unlock()
+	names, ok := cronNames.m[key]
+	if !ok {
+		names = map[string]cron.EntryID{}
+		cronNames.m[key] = names
+		runtime.AddCleanup(c, func(key weak.Pointer[cron.Cron]) {
+			cronNames.Lock()
+			defer cronNames.Unlock()
+			delete(cronNames.m, key)
+		}, key)
+	}
+	return names
 }
 
 // New returns a Guard adding jobs to c, taking their locks from l. By
@@ -56,7 +82,7 @@ func New(c *cron.Cron, l dblock.Locker, opts ...Option) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cronguard: %w", err)
 	}
-	return &Guard{c: c, tg: tg, logger: logging.Of(l), ctx: cfg.ctx, names: map[string]cron.EntryID{}}, nil
+	return &Guard{c: c, tg: tg, logger: logging.Of(l), ctx: cfg.ctx, names: namesOf(c)}, nil
 }
 
 // AddJob adds job to the Cron on spec, parsed by the Cron's parser (so
@@ -66,7 +92,7 @@ func New(c *cron.Cron, l dblock.Locker, opts ...Option) (*Guard, error) {
 // name is the lock's name: a name of more than dblock.MaxNameLength bytes
 // is shortened to its first bytes and a digest of the whole. Errors:
 // dblock.ErrInvalidName for an empty name, or one with a NUL byte or not
-// UTF-8; ErrDuplicateName for a name this Guard already guards;
+// UTF-8; ErrDuplicateName for a name a Guard already guards on this Cron;
 // ErrInvalidSchedule for a spec the parser refuses. Nothing is added then.
 func (g *Guard) AddJob(name, spec string, job cron.Job) (cron.EntryID, error) {
 	j, err := g.reserve(name, job)
@@ -106,11 +132,11 @@ func (g *Guard) Schedule(name string, schedule cron.Schedule, job cron.Job) (cro
 }
 
 // Remove removes the entry id from the Cron, and frees its name for
-// another job of this Guard. A run under way finishes.
+// another job. A run under way finishes.
 func (g *Guard) Remove(id cron.EntryID) {
 	g.c.Remove(id)
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	cronNames.Lock()
+	defer cronNames.Unlock()
 	for name, entry := range g.names {
 		if entry == id {
 			delete(g.names, name)
@@ -127,8 +153,8 @@ func (g *Guard) reserve(name string, job cron.Job) (guardedJob, error) {
 	if job == nil {
 		return guardedJob{}, fmt.Errorf("cronguard: job %q: %w", name, &dblock.OptionError{Option: "job", Reason: "nil"})
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	cronNames.Lock()
+	defer cronNames.Unlock()
 	if _, taken := g.names[name]; taken {
 		return guardedJob{}, fmt.Errorf("cronguard: job %q: %w", name, ErrDuplicateName)
 	}
@@ -138,16 +164,16 @@ func (g *Guard) reserve(name string, job cron.Job) (guardedJob, error) {
 }
 
 func (g *Guard) unreserve(name string, id cron.EntryID) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	cronNames.Lock()
+	defer cronNames.Unlock()
 	if g.names[name] == id {
 		delete(g.names, name)
 	}
 }
 
 func (g *Guard) registered(name string, id cron.EntryID) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	cronNames.Lock()
+	defer cronNames.Unlock()
 	if _, ok := g.names[name]; ok {
 		g.names[name] = id
 	}
