@@ -16,7 +16,8 @@ var migrateCommand = &command{
 up creates the lock tables, or upgrades them to the latest version; running it
 again, or on several machines at once, is safe. down drops the tables and every
 lock and waiter in them: stop the applications that use them first. version
-prints the schema version (0: no tables).
+prints the schema version (0: no tables); it only reads, so it works on a
+read-only connection and creates nothing in a database never migrated.
 
 The migrations keep their history in their own table (` + migrations.MigrationsTable + `),
 apart from the application's.`,
