@@ -7,13 +7,13 @@
 // job's lock, named after the job, before every run and releases it
 // afterwards. Like the robfig/cron guard in package cronguard (the two
 // share their logic and their option names), it keeps one lock, and one
-// row in the lock table, per job, and holds it after the run until halfway
-// to the job's next run, so that a replica firing the same run late or
-// early by less than half the job's period skips it, and the replicas
-// firing the next run find it free. gocron does not tell a Locker the
-// job's schedule: the Locker learns the period from the gaps between the
-// runs it sees, and holds FirstHold after a job's first run (WithMinHold
-// sets a fixed hold instead). A run still going when the next one fires
+// row in the lock table, per job, and holds it for half the job's period
+// from the run's start, so that a replica firing the same run less than
+// half a period after the first skips it, and the replicas firing the next
+// run find it free. gocron does not tell a Locker the job's schedule: the
+// Locker learns the period as the shortest gap between the runs it has
+// seen of the job, and holds FirstHold after the first (WithMinHold sets a
+// fixed hold instead). A run still going when the next one fires
 // keeps the lock, and that run is skipped: runs never overlap across
 // replicas. It does not wait. gocron gives the locker no way to hand the
 // job a context: a job that must stop when its lock is lost should use

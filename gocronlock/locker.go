@@ -18,7 +18,8 @@ import (
 // schedule, so the Locker learns its period from the gaps between runs,
 // and has none before the second. Half a second is half the shortest
 // period of a gocron cron job, so it never holds the lock into the next
-// run; a replica later than that skips nothing on the first run.
+// run; but a replica firing a job's first run more than half a second
+// after the first replica did runs it again.
 const FirstHold = 500 * time.Millisecond
 
 // Option configures a Locker. WithMinHold, WithTTL and WithWait mean what
