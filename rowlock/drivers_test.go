@@ -270,3 +270,30 @@ func TestDriversKilledHolder(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionMarkerWithoutListen: with LISTEN turned off, a PostgreSQL
+// session goes through database/sql whatever the driver, and its marker
+// statement must keep its argument there too (pgx refused it without:
+// no marker, and the session's failure logged at every take).
+func TestSessionMarkerWithoutListen(t *testing.T) {
+	for _, tg := range testdb.DriverTargets(t) {
+		if tg.Dialect != dblock.Postgres {
+			continue // LISTEN is PostgreSQL's
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			var warned warnings
+			l := newLocker(t, tg.DB, rowlock.WithListen(false), rowlock.WithLogger(slog.New(&warned)))
+			name := testdb.Name(t)
+			k, err := l.TryAcquire(t.Context(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release(t, k)
+			if key := sessionKeyOf(t, tg, name); key == 0 {
+				t.Errorf("the hold's row records no session marker")
+			}
+			warned.check(t, tg)
+		})
+	}
+}
