@@ -620,6 +620,34 @@ func TestGuardRefusesASharedName(t *testing.T) {
 	}
 }
 
+// TestGuardAddsToARunningCron: a job added while the Cron runs learns its
+// schedule from the running Cron, and runs under its own name.
+func TestGuardAddsToARunningCron(t *testing.T) {
+	c := cron.New(cron.WithSeconds())
+	c.Start()
+	defer func() { <-c.Stop().Done() }()
+	g := newGuard(t, c, newTestLocker(t, testdb.AllTargets(t)[0].DB))
+	ran := make(chan time.Time, 1)
+	job := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
+		tick, _ := cronguard.Tick(ctx)
+		select {
+		case ran <- tick:
+		default:
+		}
+	}))
+	if _, err := g.AddJob(testdb.Name(t), "* * * * * *", job); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tick := <-ran:
+		if tick.IsZero() || tick.Nanosecond() != 0 {
+			t.Errorf("Tick = %v, want an activation of the every-second spec", tick)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job added to a running Cron never ran")
+	}
+}
+
 // waitFor polls cond, failing after a bound that only catches hangs.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
