@@ -78,9 +78,6 @@ func (g grid) Next(t time.Time) time.Time {
 	return g.phase.Add((t.Sub(g.phase)/g.period + 1) * g.period)
 }
 
-// secondsParser parses specs as cron.WithSeconds does.
-var secondsParser = cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // rowsOf counts the lock table's rows whose name starts with prefix.
 func rowsOf(t testing.TB, tg testdb.Target, prefix string) int {
 	t.Helper()
