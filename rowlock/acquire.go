@@ -26,19 +26,22 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 	if err := callerName(name); err != nil {
 		return nil, err
 	}
-	return asLock(l.tryAcquire(ctx, name, opts, l.metrics, true))
+	return asLock(l.tryAcquire(ctx, name, opts, l.metrics, true, true))
 }
 
 // tryAcquire is TryAcquire, the lock recording its hold through in, and
 // the acquisition counted when count is set (a lock kind counts its own
-// acquisitions, not those of the rows it takes).
-func (l *Locker) tryAcquire(ctx context.Context, name string, opts []dblock.Option, in *metrics.Instruments, count bool) (*Lock, error) {
+// acquisitions, not those of the rows it takes). With nowait (TryAcquire's
+// own) a row locked by another transaction is not waited for: see
+// attempt.nowait.
+func (l *Locker) tryAcquire(ctx context.Context, name string, opts []dblock.Option, in *metrics.Instruments, count, nowait bool) (*Lock, error) {
 	started := clock.Now()
 	a, err := l.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
 	a.metrics = in
+	a.nowait = nowait
 	a.sessionKey = l.sess.key(ctx) // Acquire's waiting reads it at every try
 	out, sent, err := l.try(ctx, a)
 	if err != nil {

@@ -22,6 +22,40 @@
 // the lock is still held and keeps it from being taken until that
 // transaction ends.
 //
+// # Fencing: why no one takes a lock under an open fenced transaction
+//
+// CheckHeld reads the holder's row with its name, owner and token, and a
+// live lease, locked in shared mode (FOR SHARE; LOCK IN SHARE MODE). The
+// shared lock lasts until the transaction ends, however long the holder
+// then stalls, and its lease may lapse meanwhile. Every acquisition that
+// would pass over that row waits for the shared lock to go:
+//
+//   - A takeover of a mutex, of a semaphore's slot, of a name of
+//     AcquireAll, or of a read/write lock's writer or reader row, is an
+//     UPDATE of that very row, which waits for it.
+//   - A writer does not take the reader rows; it only needs them lapsed.
+//     Before it completes it reads them again locked for update (settle),
+//     which waits for every reader's fenced transaction. A new reader
+//     likewise settles a writer row it finds lapsed. A plain read of the
+//     rows would not wait, and a writer would pass a reader whose fenced
+//     read was still open (the hole TestNoTakeoverUnderAnOpenFence
+//     catches).
+//   - A semaphore whose limit changes, or whose record the sweep deletes,
+//     counts the other slots' live holders locked for update (countLive),
+//     so a slot held under an open fenced transaction still counts.
+//   - The sweep deletes only rows it could lock (SKIP LOCKED).
+//
+// After the wait each row is read in its newest version: a holder that
+// renewed in between is live and waited for; one whose lease lapsed can no
+// longer pass CheckHeld, whose read requires a live lease, and its
+// renewals never revive a lapsed lease. TryAcquire and the tries of the
+// kinds' TryAcquire never wait for such a row lock: they answer
+// dblock.ErrNotAcquired at once (PostgreSQL: a lock_timeout set for the
+// take's own statement; MariaDB: SET STATEMENT innodb_lock_wait_timeout=0;
+// MySQL, which has neither, reads the row first and does not try a lease
+// with time left). A fenced transaction also holds off its own holder's
+// renewals: keep it shorter than the TTL.
+//
 // # Releases that do not wait for the disk
 //
 // On PostgreSQL a release commits with synchronous_commit off, for its own
@@ -176,7 +210,7 @@
 // dblock_semaphores); Readers and Writers are the two sides of read/write
 // locks (a writer row and MaxReaders reader rows; waiting writers are not
 // starved). Derived rows are named after the name, U+241F (␟) and a
-// suffix: do not give plain locks names containing it. They are not
+// suffix: names containing it are refused (dblock.ErrInvalidName). They are not
 // available on SQLite yet (errors.ErrUnsupported).
 //
 // # SQLite

@@ -73,8 +73,33 @@ func withOneOwner(ctx context.Context) (_ context.Context, owner dblock.Owner, c
 	return ctx, owner, carried, nil
 }
 
-// takeRow takes one row for owner (whom ctx carries) as Acquire (wait) or
-// TryAcquire does. When the try fails without its outcome being known (ctx
+// takeMode says how a take of one row waits.
+type takeMode int
+
+const (
+	// takeNow is TryAcquire's: it waits neither for a holder nor for a
+	// row lock that another transaction holds (a fenced transaction's,
+	// say): either means not acquired.
+	takeNow takeMode = iota
+	// takeOnce tries once, as TryAcquire, but waits for a row lock held
+	// by another transaction: for the kinds that wait for holders
+	// themselves, and must not pass over a fenced transaction still open.
+	takeOnce
+	// takeWait is Acquire's: it waits until the row is held.
+	takeWait
+)
+
+// takeMode is the mode of a kind's try of one of its rows, in an
+// acquisition that waits or not.
+func tryMode(wait bool) takeMode {
+	if wait {
+		return takeOnce
+	}
+	return takeNow
+}
+
+// takeRow takes one row for owner (whom ctx carries) as Acquire
+// (takeWait) or TryAcquire does. When the try fails without its outcome being known (ctx
 // ended, or the connection failed, while a statement ran: the server may
 // have taken the row all the same) and owner did not hold the row before
 // (ownerHeld false), any hold owner has of it now is one nobody will ever
@@ -84,13 +109,13 @@ func withOneOwner(ctx context.Context) (_ context.Context, owner dblock.Owner, c
 //
 // The row's hold records its measurements through in (the lock type of
 // the kind); its acquisition is not counted: the kind counts its own.
-func (l *Locker) takeRow(ctx context.Context, name string, opts []dblock.Option, wait bool, owner dblock.Owner, ownerHeld bool, in *metrics.Instruments) (*Lock, error) {
+func (l *Locker) takeRow(ctx context.Context, name string, opts []dblock.Option, mode takeMode, owner dblock.Owner, ownerHeld bool, in *metrics.Instruments) (*Lock, error) {
 	var k *Lock
 	var err error
-	if wait {
+	if mode == takeWait {
 		k, err = l.acquire(ctx, name, opts, in, false)
 	} else {
-		k, err = l.tryAcquire(ctx, name, opts, in, false)
+		k, err = l.tryAcquire(ctx, name, opts, in, false, mode == takeNow)
 	}
 	if err == nil {
 		return k, nil

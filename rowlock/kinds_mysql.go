@@ -35,6 +35,12 @@ SELECT name, expires_at > UTC_TIMESTAMP(6), hold_count, owner_host, owner_id,
 FROM ` + locksTable + `
 WHERE name IN (%s)`
 
+// myLockRows is myRows locking the rows for update: a locking read sees
+// the newest version of each row once its lock is granted, and
+// UTC_TIMESTAMP(6), fixed when the statement started, only makes a lease
+// that lapsed look live for longer, never the other way round.
+const myLockRows = myRows + ` FOR UPDATE`
+
 // myWriter reads a writer's row, or its stripe's counter when it has none:
 // name, stripe.
 const myWriter = `
@@ -54,8 +60,9 @@ var myLimitSQL = limitSQL{
 	readForUpdate: `SELECT permits FROM ` + semaphoresTable + ` WHERE name = ? FOR UPDATE`,
 	insert:        `INSERT INTO ` + semaphoresTable + ` (name, permits, changed_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
 	update:        `UPDATE ` + semaphoresTable + ` SET permits = ?, changed_at = UTC_TIMESTAMP(6) WHERE name = ?`,
-	countLive: `SELECT count(*) FROM ` + locksTable + `
-WHERE expires_at > UTC_TIMESTAMP(6) AND name <> ? AND name IN (%s)`,
+	countLive: `SELECT expires_at > UTC_TIMESTAMP(6) FROM ` + locksTable + `
+WHERE name <> ? AND name IN (%s)
+FOR UPDATE`,
 	in:   func(_, n int) string { return placeholders(n) },
 	scan: `SELECT name, permits FROM ` + semaphoresTable + ` WHERE name > ? ORDER BY name LIMIT ?`,
 	lockIdle: `SELECT permits FROM ` + semaphoresTable + `
@@ -66,6 +73,14 @@ FOR UPDATE SKIP LOCKED`,
 
 func (s myKinds) rows(ctx context.Context, names []string) (map[string]kindRow, error) {
 	query := strings.Replace(myRows, "%s", placeholders(len(names)), 1)
+	return scanKindRows(s.db.QueryContext(ctx, query, withNames(nil, names)...))
+}
+
+func (s myKinds) lockRows(ctx context.Context, names []string, nowait bool) (map[string]kindRow, error) {
+	query := strings.Replace(myLockRows, "%s", placeholders(len(names)), 1)
+	if nowait {
+		query += " NOWAIT"
+	}
 	return scanKindRows(s.db.QueryContext(ctx, query, withNames(nil, names)...))
 }
 

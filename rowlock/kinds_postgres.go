@@ -38,6 +38,12 @@ SELECT name, expires_at > c.now, hold_count, owner_host, owner_id,
 FROM ` + locksTable + ` CROSS JOIN (SELECT clock_timestamp() AS now) c
 WHERE name IN (%s)`
 
+// pgLockRows is pgRows locking the rows for update. In READ COMMITTED a
+// row another transaction held is read again once it is granted, in its
+// newest version (the clock, read before the wait, only makes a lease
+// that lapsed look live for longer, never the other way round).
+const pgLockRows = pgRows + ` FOR UPDATE OF ` + locksTable
+
 // pgWriter reads a writer's row, or its stripe's counter when it has none:
 // $1 name, $2 stripe.
 const pgWriter = `
@@ -56,8 +62,9 @@ var pgLimitSQL = limitSQL{
 	readForUpdate: `SELECT permits FROM ` + semaphoresTable + ` WHERE name = $1 FOR UPDATE`,
 	insert:        `INSERT INTO ` + semaphoresTable + ` (name, permits, changed_at) VALUES ($1, $2, clock_timestamp())`,
 	update:        `UPDATE ` + semaphoresTable + ` SET permits = $1, changed_at = clock_timestamp() WHERE name = $2`,
-	countLive: `SELECT count(*) FROM ` + locksTable + `
-WHERE expires_at > clock_timestamp() AND name <> $1 AND name IN (%s)`,
+	countLive: `SELECT expires_at > clock_timestamp() FROM ` + locksTable + `
+WHERE name <> $1 AND name IN (%s)
+FOR UPDATE`,
 	in:   pgPlaceholders,
 	scan: `SELECT name, permits FROM ` + semaphoresTable + ` WHERE name > $1 ORDER BY name LIMIT $2`,
 	lockIdle: `SELECT permits FROM ` + semaphoresTable + `
@@ -94,6 +101,14 @@ func (s pgKinds) ownerHolds(ctx context.Context, names []string, o dblock.Owner)
 
 func (s pgKinds) rows(ctx context.Context, names []string) (map[string]kindRow, error) {
 	query := strings.Replace(pgRows, "%s", pgPlaceholders(1, len(names)), 1)
+	return scanKindRows(s.db.QueryContext(ctx, query, withNames(nil, names)...))
+}
+
+func (s pgKinds) lockRows(ctx context.Context, names []string, nowait bool) (map[string]kindRow, error) {
+	query := strings.Replace(pgLockRows, "%s", pgPlaceholders(1, len(names)), 1)
+	if nowait {
+		query += " NOWAIT"
+	}
 	return scanKindRows(s.db.QueryContext(ctx, query, withNames(nil, names)...))
 }
 

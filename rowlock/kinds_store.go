@@ -7,7 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
@@ -21,6 +24,11 @@ type kindsStore interface {
 	ownerHolds(ctx context.Context, names []string, o dblock.Owner) (map[string]bool, error)
 	// rows reads those of names that have a row.
 	rows(ctx context.Context, names []string) (map[string]kindRow, error)
+	// lockRows reads them as rows does, but locked for update, in a
+	// statement of its own (see settleRows). With nowait a row that
+	// another transaction has locked fails it at once, with an error that
+	// rowsBusy recognizes.
+	lockRows(ctx context.Context, names []string, nowait bool) (map[string]kindRow, error)
 	// limitSQL is the SQL of semaphores' recorded limits.
 	limitSQL() limitSQL
 	// writer reads the row name, on stripe, of a read/write lock's writer;
@@ -55,8 +63,9 @@ type limitSQL struct {
 	// insert writes a name's permits (name, permits); update changes
 	// them (permits, name).
 	insert, update string
-	// countLive counts the live rows among the IN list, but the one named
-	// by the first parameter; the list starts at the second.
+	// countLive locks for update the rows of the IN list, but the one
+	// named by the first parameter (the list starts at the second), and
+	// returns whether each is live: see countLive.
 	countLive string
 	// in returns n placeholders numbered from first.
 	in func(first, n int) string
@@ -120,10 +129,7 @@ func ensureLimit(ctx context.Context, db pgxrow.DB, q limitSQL, name string, lim
 	if recorded == limit {
 		return limit, 0, tx.Commit()
 	}
-	// Placeholders only are spliced in; the names are arguments.
-	slots := slotsOf(max(limit, recorded))
-	count := strings.Replace(q.countLive, "%s", q.in(2, len(slots)), 1)
-	if err := db.On(tx).QueryRowContext(ctx, count, withNames([]any{own}, slots)...).Scan(&inUse); err != nil {
+	if inUse, err = countLive(ctx, db.On(tx), q, own, slotsOf(max(limit, recorded))); err != nil {
 		return 0, 0, err
 	}
 	if inUse > 0 {
@@ -133,6 +139,34 @@ func ensureLimit(ctx context.Context, db pgxrow.DB, q limitSQL, name string, lim
 		return 0, 0, err
 	}
 	return limit, 0, tx.Commit()
+}
+
+// countLive counts the live rows among names, but own, in tx. It locks
+// them for update, so it waits for every transaction that holds one in
+// shared mode: a holder whose lease lapsed while its fenced transaction
+// (CheckHeld) is still open is counted only once that transaction has
+// ended, when its row is read again, and by then it can no longer act
+// under the hold. (A plain read would count it gone and let the limit
+// change under it.)
+func countLive(ctx context.Context, tx pgxrow.Runner, q limitSQL, own string, names []string) (int, error) {
+	// Placeholders only are spliced in; the names are arguments.
+	query := strings.Replace(q.countLive, "%s", q.in(2, len(names)), 1)
+	rows, err := tx.QueryContext(ctx, query, withNames([]any{own}, names)...)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for rows.Next() {
+		var live bool
+		if err := rows.Scan(&live); err != nil {
+			_ = rows.Close()
+			return 0, err
+		}
+		if live {
+			n++
+		}
+	}
+	return n, errors.Join(rows.Err(), rows.Close())
 }
 
 // scanNames collects the first column of rows.
@@ -223,4 +257,15 @@ func dropHoldsLocked(ctx context.Context, db pgxrow.DB, await, lockRow, drop, na
 		return err
 	}
 	return tx.Commit()
+}
+
+// rowsBusy reports whether err is lockRows' with nowait finding a row that
+// another transaction has locked (PostgreSQL 55P03, MySQL 3572; MariaDB
+// reports NOWAIT as a lock wait timeout, 1205).
+func rowsBusy(err error) bool {
+	if lockkit.ClassifyError(err) == lockkit.ClassLockUnavailable {
+		return true
+	}
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == 1205
 }

@@ -95,7 +95,8 @@ func newStore(db *sql.DB, d dblock.Dialect, ring func()) store {
 	case dblock.SQLite:
 		return newSQLiteStore(db)
 	}
-	return mysqlStore{listing: listing{db, listingSQL{myLocks, myHeldByName, myCountLapsed}}, db: db, hot: stmtcache.New(db), process: lockinput.ProcessHost(), ring: ring}
+	return mysqlStore{listing: listing{db, listingSQL{myLocks, myHeldByName, myCountLapsed}}, db: db, hot: stmtcache.New(db), process: lockinput.ProcessHost(), ring: ring,
+		noSetStatement: new(atomic.Bool)}
 }
 
 // Dialect is the SQL dialect the Locker speaks.

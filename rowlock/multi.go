@@ -81,7 +81,11 @@ func (l *Locker) acquireAll(ctx context.Context, names []string, opts []dblock.O
 	}
 	taken := make([]*Lock, 0, len(set))
 	for _, name := range set {
-		k, err := l.takeRow(ctx, name, opts, wait, owner, preheld[name], in)
+		mode := takeNow
+		if wait {
+			mode = takeWait
+		}
+		k, err := l.takeRow(ctx, name, opts, mode, owner, preheld[name], in)
 		if err != nil {
 			l.giveBack(ctx, taken)
 			if !wait && errors.Is(err, dblock.ErrNotAcquired) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -26,6 +27,34 @@ type mysqlStore struct {
 	// ring asks the Locker's session to ring its doorbell (bell.go): a
 	// release found that a waiter in another process asked for it.
 	ring func()
+	// noSetStatement is set once the server refused SET STATEMENT (MySQL
+	// has it not; MariaDB has): see nowaitTake.
+	noSetStatement *atomic.Bool
+}
+
+// nowaitPrefix runs a take without waiting for row locks (attempt.nowait):
+// MariaDB's per-statement setting, a lock wait timeout of 0, fails the
+// statement with 1205 at once when another transaction holds the row it
+// would lock. MySQL has neither SET STATEMENT nor a per-statement hint for
+// innodb_lock_wait_timeout; there a try reads the row first (a plain read
+// waits for no lock) and does not try a lease with time left, so only a
+// row whose lease lapsed under an open transaction (a paused holder's
+// fenced transaction) makes it wait, for at most innodb_lock_wait_timeout.
+const nowaitPrefix = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR "
+
+// take runs one of the take statements, as a try that does not wait for
+// row locks when a.nowait; busy reports a statement that would have.
+func (s mysqlStore) take(ctx context.Context, a attempt, query string, args ...any) (res sql.Result, busy bool, err error) {
+	if a.nowait && !s.noSetStatement.Load() {
+		res, err = s.hot.ExecContext(ctx, nowaitPrefix+query, args...)
+		var myErr *mysql.MySQLError
+		if !errors.As(err, &myErr) || myErr.Number != 1064 { // ER_PARSE_ERROR: not MariaDB
+			return res, a.nowait && rowsBusy(err), err
+		}
+		s.noSetStatement.Store(true)
+	}
+	res, err = s.hot.ExecContext(ctx, query, args...)
+	return res, a.nowait && rowsBusy(err), err
 }
 
 // waitersByName makes the waiter subqueries use the (name, id) index.
@@ -212,7 +241,7 @@ FROM ` + locksTable
 )
 
 func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
-	if a.polling {
+	if a.polling || (a.nowait && s.noSetStatement.Load()) {
 		// A lease with time left cannot be taken by anyone else (a fresh
 		// row or the owner's own re-entry are not waiters' business).
 		h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.host, a.ownerID, a.name))
@@ -225,7 +254,10 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 	}
 	ttl, minHold := micros(a.ttl), micros(a.minHold)
 	if a.waiterID == 0 {
-		res, err := s.hot.ExecContext(ctx, myTakeFast, a.note, minHold, a.host, a.ownerID, a.sessionKey, ttl, a.name)
+		res, busy, err := s.take(ctx, a, myTakeFast, a.note, minHold, a.host, a.ownerID, a.sessionKey, ttl, a.name)
+		if busy {
+			return outcome{}, nil
+		}
 		if err != nil {
 			return outcome{}, err
 		}
@@ -234,9 +266,12 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 			return outcome{acquired: err == nil && idErr == nil, token: token}, errors.Join(err, idErr)
 		}
 	}
-	res, err := s.hot.ExecContext(ctx, myTake,
+	res, busy, err := s.take(ctx, a, myTake,
 		a.note, minHold, a.host, a.ownerID, a.sessionKey, a.sessionKey, a.name, a.queueID(),
 		ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID)
+	if busy {
+		return outcome{}, nil
+	}
 	if err != nil {
 		return outcome{}, err
 	}

@@ -20,9 +20,11 @@ import (
 	"github.com/sqllock/sqllock/rowlock"
 )
 
-// TestCutShortTryLeavesNothingHeld: a TryAcquire whose take statement
+// TestCutShortTryLeavesNothingHeld: an Acquire whose try's take statement
 // waits for a row lock (a transaction holds it) gives up when its context
-// ends. PostgreSQL runs the statement anyway once the row lock comes free
+// ends. (TryAcquire's own take never waits for a row lock: it answers
+// ErrNotAcquired at once, TestNoTakeoverUnderAnOpenFence; the kinds' tries
+// inside a waiting acquisition do wait, as Acquire's.) PostgreSQL runs the statement anyway once the row lock comes free
 // (found by this test: it fails there without dropOrphan), taking the lock
 // for an owner that nobody will ever release; MariaDB appears to end it
 // with its client's connection. Once the Locker has closed (Close waits
@@ -126,7 +128,7 @@ WHERE b.trx_mysql_thread_id = ?`
 	short, cancel := context.WithCancel(ctx)
 	tried := make(chan error, 1)
 	go func() {
-		_, err := l.TryAcquire(short, name)
+		_, err := l.Acquire(short, name)
 		tried <- err
 	}()
 	// Cut the try short only once its take waits for the lock: it has
@@ -149,14 +151,14 @@ WHERE b.trx_mysql_thread_id = ?`
 	eventually(t, waitCtx, "the take to wait for the row lock", func() bool {
 		select {
 		case err := <-tried:
-			t.Fatalf("TryAcquire returned before it waited for the row lock: %v", err)
+			t.Fatalf("Acquire returned before it waited for the row lock: %v", err)
 		default:
 		}
 		return found(blocked)
 	})
 	cancel()
 	if err := <-tried; !errors.Is(err, dblock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("TryAcquire cut short: %v, want ErrNotAcquired and Canceled", err)
+		t.Fatalf("Acquire cut short: %v, want ErrNotAcquired and Canceled", err)
 	}
 	if tg.Dialect == dblock.Postgres {
 		// The drop must wait for the take's mark: until it does, the
@@ -178,7 +180,7 @@ WHERE d.wait_event = 'advisory'
 		t.Fatal(err)
 	}
 	if row := readRow(t, tg, name); row.holdCount != 0 {
-		t.Fatalf("after the cut-short TryAcquire and Close: %+v; want nobody holding it", row)
+		t.Fatalf("after the cut-short Acquire and Close: %+v; want nobody holding it", row)
 	}
 	other := newLocker(t, tg.DB)
 	k, err := other.TryAcquire(ctx, name)

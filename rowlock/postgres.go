@@ -51,7 +51,11 @@ type postgresStore struct {
 //
 // Parameters: $1 name, $2 owner_host, $3 owner_id, $4 note, $5 ttl µs,
 // $6 min hold µs, $7 waiter id, $8 session key.
-const pgTake = `
+const pgTake = pgTakeSet + `WHERE l.name = $1
+` + pgTakeWhere
+
+// pgTakeSet and pgTakeWhere are pgTake around its first condition.
+const pgTakeSet = `
 UPDATE ` + locksTable + ` AS l SET
     token          = CASE WHEN l.expires_at <= clock_timestamp() THEN l.token + 1 ELSE l.token END,
     hold_count     = CASE WHEN l.expires_at <= clock_timestamp() THEN 1 ELSE l.hold_count + 1 END,
@@ -66,13 +70,26 @@ UPDATE ` + locksTable + ` AS l SET
     owner_id       = $3,
     expires_at     = GREATEST(clock_timestamp() + $5::bigint * interval '1 microsecond',
                           CASE WHEN l.expires_at > clock_timestamp() THEN l.expires_at END)
-WHERE l.name = $1
-  AND ` + pgTakeMark + `
+`
+
+const pgTakeWhere = `  AND ` + pgTakeMark + `
   AND ((l.expires_at <= clock_timestamp() AND NOT EXISTS (
             SELECT 1 FROM ` + waitersTable + ` w
             WHERE w.name = $1 AND w.id < $7 AND w.expires_at > clock_timestamp()))
        OR (l.hold_count > 0 AND l.expires_at > clock_timestamp() AND l.owner_host = $2 AND l.owner_id = $3))
 RETURNING l.token`
+
+// pgTakeNowait is pgTake for a try that must not wait for another
+// transaction's lock on the row (attempt.nowait): the WHERE clause, which
+// PostgreSQL evaluates on the row version it sees before it asks for the
+// row's lock, sets lock_timeout for the statement's own transaction, so
+// that a row it would take but someone has locked (a fenced transaction
+// under a lease that lapsed, a take or renewal in flight) fails it at once
+// with lock_not_available (55P03) instead of waiting. A row it would not
+// take is never locked, and its holder's transactions never waited for.
+const pgTakeNowait = pgTakeSet + `WHERE l.name = $1
+  AND set_config('lock_timeout', '1ms', true) IS NOT NULL
+` + pgTakeWhere
 
 // takeMarkClass is the first key of the transaction-level advisory locks
 // that mark a take in flight (pgTakeMark); the second is the hash of the
@@ -148,11 +165,17 @@ func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, erro
 			return outcome{holder: h}, nil
 		}
 	}
-	err := s.queryInt64(ctx, &out.token, pgTake, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey)
+	take := pgTake
+	if a.nowait {
+		take = pgTakeNowait
+	}
+	err := s.queryInt64(ctx, &out.token, take, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey)
 	switch {
 	case err == nil:
 		out.acquired = true
 		return out, nil
+	case a.nowait && rowsBusy(err):
+		return outcome{}, nil
 	case !errors.Is(err, sql.ErrNoRows):
 		return outcome{}, err
 	}

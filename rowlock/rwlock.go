@@ -119,7 +119,7 @@ func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Opti
 	in := rw.l.metrics.As(typ)
 	started := clock.Now()
 	defer func() { recordKind(ctx, in, wait, err, started) }()
-	t := &rwTry{l: rw.l, name: name, opts: opts, owner: owner, carried: carried, w: writerRow(name), metrics: in}
+	t := &rwTry{l: rw.l, name: name, opts: opts, owner: owner, carried: carried, w: writerRow(name), metrics: in, waits: wait}
 	if hasToken {
 		t.readToken = &readToken
 	}
@@ -164,6 +164,8 @@ type rwTry struct {
 	metrics *metrics.Instruments
 	// waited: the acquisition has counted itself among the waiters.
 	waited bool
+	// waits: the acquisition waits (Acquire), rather than trying once.
+	waits bool
 }
 
 // wait waits on the rows names (named what, for telling waits apart)
@@ -193,7 +195,7 @@ func (t *rwTry) endWait() {
 // read takes a read hold.
 func (t *rwTry) read(ctx context.Context, wait bool) (*RWLock, error) {
 	for {
-		k, blockers, byWriter, err := t.readOnce(ctx)
+		k, blockers, byWriter, err := t.readOnce(ctx, wait)
 		if err != nil || k != nil {
 			return k, err
 		}
@@ -212,7 +214,7 @@ func (t *rwTry) read(ctx context.Context, wait bool) (*RWLock, error) {
 
 // readOnce looks at the rows and tries to read. It returns the hold, or
 // what is in the way: the writer (byWriter), or every reader row.
-func (t *rwTry) readOnce(ctx context.Context) (_ *RWLock, _ []blocker, byWriter bool, _ error) {
+func (t *rwTry) readOnce(ctx context.Context, wait bool) (_ *RWLock, _ []blocker, byWriter bool, _ error) {
 	rows, err := t.l.kinds().rows(ctx, t.all)
 	if err != nil {
 		return nil, nil, false, t.dbError(ctx, err)
@@ -240,7 +242,7 @@ func (t *rwTry) readOnce(ctx context.Context) (_ *RWLock, _ []blocker, byWriter 
 			case err != nil:
 				return nil, nil, false, err
 			case k != nil:
-				return t.admit(ctx, k, true)
+				return t.admit(ctx, k, true, wait)
 			}
 		case !exists || !r.live:
 			free = append(free, name)
@@ -257,26 +259,32 @@ func (t *rwTry) readOnce(ctx context.Context) (_ *RWLock, _ []blocker, byWriter 
 			return nil, nil, false, err
 		}
 		if k != nil {
-			return t.admit(ctx, k, false)
+			return t.admit(ctx, k, false, wait)
 		}
 	}
-	var blockers []blocker
-	for _, name := range t.readers {
-		if r := rows[name]; r.live {
-			blockers = append(blockers, blocker{name: name, h: r.holder})
-		}
-	}
-	return nil, blockers, false, nil
+	return nil, t.liveReaders(rows), false, nil
 }
 
 // admit checks, once the reader holds reader row k, that no writer has
 // taken the writer row meanwhile; a new reader that finds one gives k
 // back and waits for it, a re-entered one stays (the writer waits for its
-// outer hold anyway).
-func (t *rwTry) admit(ctx context.Context, k *Lock, reentered bool) (*RWLock, []blocker, bool, error) {
+// outer hold anyway). A writer row whose lease has lapsed is settled
+// first: its writer may still be inside a fenced transaction.
+func (t *rwTry) admit(ctx context.Context, k *Lock, reentered, wait bool) (*RWLock, []blocker, bool, error) {
 	w, err := t.l.kinds().writer(ctx, t.w, stripeOf(t.w))
+	if err == nil && !w.live && w.ownerID != "" && !(reentered && t.readToken != nil) {
+		var rows map[string]kindRow
+		if rows, err = t.settle(ctx, []string{t.w}, wait); err == nil {
+			if r, ok := rows[t.w]; ok {
+				w = r
+			}
+		}
+	}
 	if err != nil {
 		t.l.giveBack(ctx, []*Lock{k})
+		if errors.Is(err, dblock.ErrNotAcquired) {
+			return nil, nil, false, err
+		}
 		return nil, nil, false, t.dbError(ctx, err)
 	}
 	token := w.holder.token
@@ -305,7 +313,11 @@ func (t *rwTry) write(ctx context.Context, wait bool) (*RWLock, error) {
 	if t.carried && t.readsItself(rows) {
 		return nil, t.upgradeError()
 	}
-	k, err := t.l.takeRow(ctx, t.w, t.opts, wait, t.owner, rows[t.w].heldBy(t.owner), t.metrics)
+	mode := takeNow
+	if wait {
+		mode = takeWait
+	}
+	k, err := t.l.takeRow(ctx, t.w, t.opts, mode, t.owner, rows[t.w].heldBy(t.owner), t.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -320,10 +332,26 @@ func (t *rwTry) write(ctx context.Context, wait bool) (*RWLock, error) {
 			t.l.giveBack(ctx, []*Lock{k})
 			return nil, t.upgradeError()
 		}
-		var blockers []blocker
-		for _, name := range t.readers {
-			if r := rows[name]; r.live {
-				blockers = append(blockers, blocker{name: name, h: r.holder})
+		blockers := t.liveReaders(rows)
+		if len(blockers) == 0 {
+			// The readers' rows look lapsed or free: settle those that
+			// exist, and look at them again as settled.
+			var existing []string
+			for _, name := range t.readers {
+				if _, ok := rows[name]; ok {
+					existing = append(existing, name)
+				}
+			}
+			if len(existing) > 0 {
+				settled, err := t.settle(ctx, existing, wait)
+				if err != nil {
+					t.l.giveBack(ctx, []*Lock{k})
+					if errors.Is(err, dblock.ErrNotAcquired) {
+						return nil, err
+					}
+					return nil, t.dbError(ctx, err)
+				}
+				blockers = t.liveReaders(settled)
 			}
 		}
 		if len(blockers) == 0 {
@@ -344,6 +372,41 @@ func (t *rwTry) write(ctx context.Context, wait bool) (*RWLock, error) {
 	}
 }
 
+// liveReaders are the reader rows among rows whose lease is live.
+func (t *rwTry) liveReaders(rows map[string]kindRow) []blocker {
+	var blockers []blocker
+	for _, name := range t.readers {
+		if r := rows[name]; r.live {
+			blockers = append(blockers, blocker{name: name, h: r.holder})
+		}
+	}
+	return blockers
+}
+
+// settle reads the rows of names again, locked for update, before an
+// acquisition passes over the lapsed ones. A holder whose lease lapsed
+// may still be inside a fenced transaction that its CheckHeld began, with
+// its row locked in shared mode: the lock for update waits for that
+// transaction to end, so the hold that CheckHeld proved is over before
+// the acquisition can complete, as a takeover's UPDATE of a mutex's row
+// waits. (A plain read of the row would not wait.) Without wait, a row
+// locked by another transaction makes it dblock.ErrNotAcquired at once.
+func (t *rwTry) settle(ctx context.Context, names []string, wait bool) (map[string]kindRow, error) {
+	if !wait {
+		rows, err := t.l.kinds().lockRows(ctx, names, true)
+		if rowsBusy(err) {
+			return nil, dblock.ErrNotAcquired
+		}
+		return rows, err
+	}
+	var rows map[string]kindRow
+	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
+		rows, err = t.l.kinds().lockRows(ctx, names, false)
+		return err
+	})
+	return rows, err
+}
+
 // readsItself reports whether the owner holds a reader row.
 func (t *rwTry) readsItself(rows map[string]kindRow) bool {
 	for _, name := range t.readers {
@@ -360,7 +423,7 @@ func (t *rwTry) upgradeError() error {
 
 // take tries the row name once; nil and no error when someone else has it.
 func (t *rwTry) take(ctx context.Context, name string, ownerHeld bool) (*Lock, error) {
-	k, err := t.l.takeRow(ctx, name, t.opts, false, t.owner, ownerHeld, t.metrics)
+	k, err := t.l.takeRow(ctx, name, t.opts, tryMode(t.waits), t.owner, ownerHeld, t.metrics)
 	switch {
 	case err == nil:
 		return k, nil

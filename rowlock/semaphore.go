@@ -118,7 +118,7 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 	in := s.l.metrics.As(metrics.TypeSemaphore)
 	started := clock.Now()
 	defer func() { recordKind(ctx, in, wait, err, started) }()
-	t := semTry{s: s, name: name, opts: opts, owner: owner, carried: carried, metrics: in, fair: o.Fair}
+	t := semTry{s: s, name: name, opts: opts, owner: owner, carried: carried, metrics: in, fair: o.Fair, wait: wait}
 	t.slots = t.slotsOf(s.limit)
 	var rw *rowWait
 	defer func() {
@@ -191,6 +191,8 @@ type semTry struct {
 	// waiter's place in line, once it has one.
 	fair   bool
 	ticket *queue.Ticket
+	// wait: the acquisition waits (Acquire), rather than trying once.
+	wait bool
 }
 
 // once looks at the slots and tries to take one: the owner's own, or a
@@ -251,7 +253,7 @@ func (t *semTry) once(ctx context.Context) (*Permit, []blocker, error) {
 // take tries slot i; nil and no error when someone else has it.
 func (t *semTry) take(ctx context.Context, i int, ownerHeld bool) (*Permit, error) {
 	l := t.s.l
-	k, err := l.takeRow(ctx, t.slots[i], t.opts, false, t.owner, ownerHeld, t.metrics)
+	k, err := l.takeRow(ctx, t.slots[i], t.opts, tryMode(t.wait), t.owner, ownerHeld, t.metrics)
 	switch {
 	case err == nil:
 	case errors.Is(err, dblock.ErrNotAcquired) && ctx.Err() == nil:

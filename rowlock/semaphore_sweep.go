@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
@@ -115,10 +114,10 @@ func deleteIdleRecord(ctx context.Context, db pgxrow.DB, q limitSQL, name string
 	for i := range slots {
 		slots[i] = slotName(name, i)
 	}
-	var held int
-	// Placeholders only are spliced in; no slot is named "".
-	count := strings.Replace(q.countLive, "%s", q.in(2, len(slots)), 1)
-	if err := db.On(tx).QueryRowContext(ctx, count, withNames([]any{""}, slots)...).Scan(&held); err != nil {
+	// No slot is named "". A slot whose holder's fenced transaction is
+	// still open keeps the record until that transaction ends (countLive).
+	held, err := countLive(ctx, db.On(tx), q, "", slots)
+	if err != nil {
 		return false, err
 	}
 	if held > 0 {

@@ -63,6 +63,12 @@ type attempt struct {
 	// notifications: a plain read first, and the try only when the lease
 	// looks lapsed, keeps frequent polls cheap.
 	polling bool
+	// nowait: the try does not wait for a row lock that another
+	// transaction holds on the name's row (a fenced transaction's
+	// CheckHeld, a take or renewal in flight): the store answers not
+	// acquired at once instead (TryAcquire). The take may still wait for
+	// the short transactions that create a fresh name's row.
+	nowait bool
 	// sessionKey is the key of the Locker's session marker, recorded in
 	// the row the try takes; 0 for none (the lease alone decides).
 	sessionKey int64
