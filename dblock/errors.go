@@ -56,6 +56,20 @@ var (
 	// the new primary), then loses the lock with this error as the cause.
 	ErrReadOnly = errors.New("dblock: the database is read-only (a standby or replica, or read-only mode): locks cannot be taken, renewed or released there")
 
+	// ErrUnavailable means the database could not be reached or ended the
+	// connection: refused, not resolved, timed out while connecting, closed
+	// mid-statement, shutting down or starting up, out of connections, or
+	// an SQLite file that cannot be opened. It may work again later
+	// (`sqllock` exits 69 on it); the driver's error stays in the chain, so
+	// errors.As still finds it. Every method of sqllock's Lockers and locks
+	// that talks to the database can return it (see Locker), as can
+	// migrations.Up, Down and Version; a holder whose renewals fail this way
+	// keeps retrying until its deadline, then loses the lock with this
+	// error as the cause. A deadline or cancellation of the caller's own
+	// context is reported as such (ErrNotAcquired joined with ctx.Err() for
+	// an acquisition), not as ErrUnavailable.
+	ErrUnavailable = errors.New("dblock: database unavailable")
+
 	// ErrCannotFence is returned by CheckHeld for a lock that cannot prove
 	// in the given transaction that it is held: neither a Fencer nor a lock
 	// whose own transaction that is.

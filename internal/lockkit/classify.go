@@ -2,12 +2,16 @@ package lockkit
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock/dblock"
 )
@@ -32,21 +36,29 @@ const (
 	// ClassReadOnly means the server refused a write because it is
 	// read-only (a standby, a replica, read-only mode).
 	ClassReadOnly
+	// ClassUnavailable means the server could not be reached or ended the
+	// connection (see dblock.ErrUnavailable): it may answer again later.
+	ClassUnavailable
 )
 
 type sqlStater interface{ SQLState() string }
 
 // ClassifyError sorts a driver error into an ErrorClass by PostgreSQL
-// SQLSTATE or MySQL error number. It is the one place where sqllock reads
-// driver errors, so it is one flat table of codes: its cyclomatic
-// complexity is the number of codes, and splitting it would scatter them.
+// SQLSTATE or MySQL error number, then by the network and connection
+// errors of the drivers and database/sql. It is the one place where
+// sqllock reads driver errors (the CLI's exit codes use it too), so it is
+// one flat table of codes: its cyclomatic complexity is the number of
+// codes, and splitting it would scatter them.
 func ClassifyError(err error) ErrorClass {
 	if err == nil {
 		return ClassOther
 	}
+	if errors.Is(err, dblock.ErrUnavailable) {
+		return ClassUnavailable // classified once already
+	}
 	var pgErr sqlStater
 	if errors.As(err, &pgErr) {
-		switch pgErr.SQLState() {
+		switch code := pgErr.SQLState(); code {
 		case "40001", "40P01", "23505":
 			return ClassContention
 		case "55P03":
@@ -55,6 +67,16 @@ func ClassifyError(err error) ErrorClass {
 			return ClassMissingTable
 		case "25006": // read_only_sql_transaction: hot standby or default_transaction_read_only
 			return ClassReadOnly
+		case "57P01", // admin_shutdown: a fast shutdown, or pg_terminate_backend
+			"57P02", // crash_shutdown: another backend crashed
+			"57P03", // cannot_connect_now: starting up, shutting down, in recovery
+			"57P05", // idle_session_timeout: the server ended an idle session
+			"53300": // too_many_connections
+			return ClassUnavailable
+		default:
+			if strings.HasPrefix(code, "08") { // connection_exception (also PgBouncer's refusals)
+				return ClassUnavailable
+			}
 		}
 		return ClassOther
 	}
@@ -78,6 +100,35 @@ func ClassifyError(err error) ErrorClass {
 			if strings.Contains(myErr.Message, "read-only") || strings.Contains(myErr.Message, "read_only") {
 				return ClassReadOnly
 			}
+		case 1040, 1203, 1129:
+			// Too many connections (max_connections, max_user_connections),
+			// or this host blocked after too many failed connects.
+			return ClassUnavailable
+		case 1053, 1077, 1078, 1079, 1080:
+			// Shutting down: ER_SERVER_SHUTDOWN, ER_NORMAL_SHUTDOWN,
+			// ER_GOT_SIGNAL, ER_SHUTDOWN_COMPLETE, ER_FORCING_CLOSE.
+			return ClassUnavailable
+		case 1081, 1152, 1184, 1158, 1159, 1160, 1161, 1927, 4031:
+			// The connection failed or was ended: ER_IPSOCK_ERROR,
+			// ER_ABORTING_CONNECTION, ER_NEW_ABORTING_CONNECTION,
+			// ER_NET_READ_ERROR, ER_NET_READ_INTERRUPTED,
+			// ER_NET_ERROR_ON_WRITE, ER_NET_WRITE_INTERRUPTED,
+			// ER_CONNECTION_KILLED (MariaDB), ER_CLIENT_INTERACTION_TIMEOUT
+			// (MySQL 8.0.24+: an idle session ended by the server).
+			return ClassUnavailable
+		case 2002, 2003, 2005, 2006, 2013, 2055:
+			// libmysqlclient's codes for a server that cannot be reached or
+			// went away (CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR,
+			// CR_UNKNOWN_HOST, CR_SERVER_GONE_ERROR, CR_SERVER_LOST,
+			// CR_SERVER_LOST_EXTENDED). go-sql-driver reports these cases
+			// with Go errors (below), but a proxy may forward the codes.
+			return ClassUnavailable
+		case 1047:
+			// ER_UNKNOWN_COM_ERROR, which a Galera node outside the
+			// primary component returns for every statement.
+			if strings.Contains(myErr.Message, "WSREP") {
+				return ClassUnavailable
+			}
 		}
 		// MariaDB reports NOWAIT as a lock wait timeout (1205) which is
 		// contention above: either way the lock was not obtained.
@@ -90,13 +141,42 @@ func ClassifyError(err error) ErrorClass {
 	if strings.Contains(err.Error(), "sql: database is closed") {
 		return ClassClosed
 	}
+	if unreachable(err) {
+		return ClassUnavailable
+	}
 	return ClassOther
 }
 
+// unreachable reports an error of the connection rather than of a
+// statement: refused, not resolved, timed out while connecting or
+// reading, reset, closed under a statement. A cancellation is the
+// caller's, whatever the driver made of it; a bare context deadline is
+// the caller's too (go-sql-driver returns ctx.Err() for a handshake cut
+// short), but pgx reports a connection attempt that ran out of time as a
+// ConnectError, and that is the server not answering.
+func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	// *net.OpError (refused, reset, i/o timeout), *net.DNSError; but
+	// context.DeadlineExceeded is a net.Error too.
+	if netErr, ok := errors.AsType[net.Error](err); ok && netErr != context.DeadlineExceeded {
+		return true
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok && pgconn.Timeout(err) {
+		return true
+	}
+	// go-sql-driver says ErrInvalidConn for a connection that broke under a
+	// statement (its cause goes to its logger); pgx and lib/pq, an EOF.
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, pgconn.ErrConnClosed)
+}
+
 // WrapDBError turns the classes users must act on into sqllock's sentinels
-// (dblock.ErrSchemaMissing, dblock.ErrInvalidDB, dblock.ErrReadOnly) while
-// keeping the driver error in the chain; other errors are returned with op
-// as context.
+// (dblock.ErrSchemaMissing, dblock.ErrInvalidDB, dblock.ErrReadOnly,
+// dblock.ErrUnavailable) while keeping the driver error in the chain; other
+// errors are returned with op as context.
 func WrapDBError(op string, err error) error {
 	if err == nil {
 		return nil
@@ -108,6 +188,11 @@ func WrapDBError(op string, err error) error {
 		return fmt.Errorf("%s: %w: %w", op, dblock.ErrInvalidDB, err)
 	case ClassReadOnly:
 		return fmt.Errorf("%s: %w: %w", op, dblock.ErrReadOnly, err)
+	case ClassUnavailable:
+		if errors.Is(err, dblock.ErrUnavailable) {
+			break // wrapped already, by a call this one wraps
+		}
+		return fmt.Errorf("%s: %w: %w", op, dblock.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -23,11 +23,14 @@ const (
 	sqliteBusy     = 5
 	sqliteLocked   = 6
 	sqliteReadOnly = 8
+	sqliteCantOpen = 14
 )
 
 // classifySQLite sorts an SQLite error. BUSY and LOCKED mean another
 // connection writes for longer than the busy timeout: contention, retried
-// or "not acquired", never shown as SQLITE_BUSY.
+// or "not acquired", never shown as SQLITE_BUSY. CANTOPEN ("unable to open
+// database file": a missing directory, no permission, a file gone from a
+// network mount) is SQLite's unreachable server.
 func classifySQLite(err error) (ErrorClass, bool) {
 	var e sqliteCoder
 	if !errors.As(err, &e) {
@@ -38,6 +41,8 @@ func classifySQLite(err error) (ErrorClass, bool) {
 		return ClassContention, true
 	case sqliteReadOnly:
 		return ClassReadOnly, true
+	case sqliteCantOpen:
+		return ClassUnavailable, true
 	case sqliteError:
 		if strings.Contains(e.Error(), "no such table: dblock_") {
 			return ClassMissingTable, true
