@@ -16,8 +16,9 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-// TestPgxpool does what the README's pgxpool section says works: a Locker
-// over stdlib.OpenDBFromPool, as two replicas each with a pool of its own,
+// TestPgxpool does what the pgxpool section of docs/operations.md (and the
+// README's line on pgxpool) says works: a Locker over
+// stdlib.OpenDBFromPool, as two replicas each with a pool of its own,
 // migrations, exclusion, a waiter, a fenced write, and a pool that stays
 // open when its *sql.DB is closed.
 func TestPgxpool(t *testing.T) {
