@@ -25,8 +25,12 @@ import (
 // starts no goroutine. It is safe for concurrent use.
 type Locker struct {
 	mu        sync.Mutex
-	names     map[string]*entry
+	names     map[string]*entry // by row: a name, or a row a lock kind derives from one
 	lastToken int64
+	kinds     kindState
+	// changed is closed at every change that may let a waiter of a lock
+	// kind in (they wait on several rows); nil until someone waits.
+	changed chan struct{}
 }
 
 // entry is the state of one name.
@@ -64,7 +68,7 @@ var (
 
 // NewLocker returns an empty in-memory Locker.
 func NewLocker() *Locker {
-	return &Locker{names: make(map[string]*entry)}
+	return &Locker{names: make(map[string]*entry), kinds: newKindState()}
 }
 
 // Acquire waits until name is held or ctx ends, as dblock.Locker says;
@@ -83,24 +87,34 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 }
 
 // Held reports whether name is held now (a lock released early and kept
-// taken by MinHold is not held).
+// taken by MinHold is not held): the lock of that name, a permit of the
+// semaphore, or the read/write lock of that name (by a writer, or a writer
+// waiting for readers to leave, or a reader).
 func (l *Locker) Held(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.names[name]
-	return e != nil && e.holder != nil
+	for _, e := range l.rowsOfLocked(name) {
+		if e.holder != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Waiting returns how many Acquire calls are waiting for name now: a test
 // waits for it to grow before it makes the holder release, lapse or lose
 // the lock, to know the waiter is waiting.
+//
+// It counts the waiters of every kind of that name: Acquire's, the
+// semaphore's, the read/write lock's, and AcquireAll's waiting for it.
 func (l *Locker) Waiting(name string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n := l.kinds.waiting[name]
 	if e := l.names[name]; e != nil {
-		return e.waiting
+		n += e.waiting
 	}
-	return 0
+	return n
 }
 
 // Lapse ends name's lease now, as if its holder had stopped renewing it
@@ -108,15 +122,18 @@ func (l *Locker) Waiting(name string) int {
 // canceled, Err wrapping dblock.ErrLockLost), and the name is free for the
 // next acquirer. A lock released early and kept taken by MinHold is freed
 // too. It reports whether the name was held or kept.
+//
+// It ends the holds of every kind of that name: the lock, every permit of
+// the semaphore, every read and write hold of the read/write lock.
 func (l *Locker) Lapse(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.names[name]
-	if e == nil {
-		return false
+	changed := false
+	now := time.Now()
+	for row, e := range l.rowsOfLocked(name) {
+		changed = changed || e.holder != nil || now.Before(e.minHoldUntil)
+		l.loseLocked(row, e, errLapsed)
 	}
-	changed := e.holder != nil || time.Now().Before(e.minHoldUntil)
-	l.loseLocked(name, e, errLapsed)
 	return changed
 }
 
@@ -124,19 +141,22 @@ func (l *Locker) Lapse(name string) bool {
 // dblock.ErrReadOnly; nil gives a cause of the package's own), as a holder
 // that cannot renew declares: Done is closed, Context canceled with the
 // error, and Err wraps dblock.ErrLockLost and cause. The name is free for
-// the next acquirer at once. It reports whether the name was held.
+// the next acquirer at once. It reports whether the name was held. As
+// Lapse, it ends the holds of every kind of that name.
 func (l *Locker) Lose(name string, cause error) bool {
 	if cause == nil {
 		cause = errLost
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.names[name]
-	if e == nil || e.holder == nil {
-		return false
+	lost := false
+	for row, e := range l.rowsOfLocked(name) {
+		if e.holder != nil {
+			lost = true
+			l.loseLocked(row, e, cause)
+		}
 	}
-	l.loseLocked(name, e, cause)
-	return true
+	return lost
 }
 
 // loseLocked ends every hold of name with cause and frees it.
@@ -159,7 +179,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option,
 	}
 	// The name first: a call with a bad name and a bad option reports the
 	// name, as the database Lockers do.
-	if err := lockinput.ValidateName(name); err != nil {
+	if err := lockinput.ValidateCallerName(name); err != nil {
 		return nil, err
 	}
 	o, err := lockinput.ResolveOptions(opts...)
@@ -296,6 +316,7 @@ func (l *Locker) changedLocked(name string, e *entry) {
 		close(e.changed)
 		e.changed = nil
 	}
+	l.anyChangeLocked()
 	if e.holder == nil && e.waiting == 0 && len(e.queue) == 0 && !time.Now().Before(e.minHoldUntil) {
 		delete(l.names, name)
 	}
