@@ -1,15 +1,3 @@
-// Package leader elects one leader among replicas with any dblock.Locker:
-// the replica holding the lock leads and runs a function until the lock is
-// lost or the function returns, and the others campaign for it meanwhile.
-// A leader cut off from the database steps down (its function's context is
-// canceled) before its lease could lapse, so two replicas never both believe
-// they lead, as judged by the database clock.
-//
-// A Leader logs where its Locker does (rowlock.WithLogger,
-// forupdate.WithLogger): elections at Info, lost leadership at Warn, errors
-// at Error. A dblock.Locker of another kind can say where by having a
-// Logger() *slog.Logger method; without one, the Leader logs to
-// slog.Default() at Warn and above.
 package leader
 
 import (
@@ -37,9 +25,12 @@ const releaseTimeout = 10 * time.Second
 type Option func(*config)
 
 type config struct {
-	ttl     time.Duration
-	backoff time.Duration
-	logger  *slog.Logger
+	ttl             time.Duration
+	backoff         time.Duration
+	value           string
+	observeInterval time.Duration
+	resignPause     time.Duration
+	logger          *slog.Logger
 }
 
 // WithTTL sets the lease of the leadership lock; default dblock.DefaultTTL. When
@@ -53,6 +44,20 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 // After losing the lock a Leader campaigns again at once.
 func WithBackoff(d time.Duration) Option { return func(c *config) { c.backoff = d } }
 
+// WithValue sets what this replica advertises while it leads, such as the
+// address followers should send their writes to; default "". It is kept
+// as the leadership lock's note (dblock.Note: at most dblock.MaxNoteLength
+// bytes of UTF-8, no NUL), which Leader and Observe read.
+func WithValue(v string) Option { return func(c *config) { c.value = v } }
+
+// WithObserveInterval sets how often Observe asks who leads; default
+// DefaultObserveInterval.
+func WithObserveInterval(d time.Duration) Option { return func(c *config) { c.observeInterval = d } }
+
+// WithResignPause sets how long Run waits after Resign before campaigning
+// again; default DefaultResignPause.
+func WithResignPause(d time.Duration) Option { return func(c *config) { c.resignPause = d } }
+
 // Leader elects one leader among replicas by holding the lock name, and runs
 // a function while it leads. Create it with New and call Run; it is safe to
 // ask IsLeader from any goroutine.
@@ -60,13 +65,25 @@ type Leader struct {
 	l       dblock.Locker
 	name    string
 	fn      func(ctx context.Context) error
-	ttl     dblock.Option
+	acquire []dblock.Option // the leadership lock's TTL and note
 	cfg     config
 	running atomic.Bool
 	term    atomic.Pointer[leaderTerm] // nil while not leading
 }
 
-type leaderTerm struct{ lock dblock.Lock }
+// leaderTerm is one hold of the leadership.
+type leaderTerm struct {
+	lock dblock.Lock
+	// end cancels the function's context.
+	end context.CancelCauseFunc
+	// state is termActive until the term ends: termResigned when Resign
+	// ended it, termOver otherwise.
+	state atomic.Int32
+	// released is closed once the lock is released; releaseErr is then
+	// what Resign reports.
+	released   chan struct{}
+	releaseErr error
+}
 
 // New returns a Leader that campaigns for name with l and runs fn while it
 // leads. fn may be nil: the Leader then only holds the leadership, for code
@@ -74,7 +91,10 @@ type leaderTerm struct{ lock dblock.Lock }
 // dblock.ErrInvalidName; a Locker that would refuse the leadership lock's
 // options at every campaign (forupdate refuses none of them) is refused here.
 func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts ...Option) (*Leader, error) {
-	cfg := config{ttl: dblock.DefaultTTL, backoff: DefaultBackoff, logger: logging.Of(l)}
+	cfg := config{
+		ttl: dblock.DefaultTTL, backoff: DefaultBackoff, observeInterval: DefaultObserveInterval,
+		resignPause: DefaultResignPause, logger: logging.Of(l),
+	}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("leader: New: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
@@ -87,26 +107,32 @@ func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts 
 		bad = &dblock.OptionError{Option: "Locker", Reason: "nil"}
 	case cfg.backoff <= 0:
 		bad = &dblock.OptionError{Option: "WithBackoff", Reason: "must be positive"}
+	case cfg.observeInterval <= 0:
+		bad = &dblock.OptionError{Option: "WithObserveInterval", Reason: "must be positive"}
+	case cfg.resignPause <= 0:
+		bad = &dblock.OptionError{Option: "WithResignPause", Reason: "must be positive"}
 	}
 	if bad != nil {
 		return nil, fmt.Errorf("leader: New: %w", bad)
 	}
 	// Asked once here (OptionChecker): Run would otherwise only find out
 	// at its first campaign.
-	if err := lockkit.CheckOptions(l, dblock.TTL(cfg.ttl)); err != nil {
+	acquire := []dblock.Option{dblock.TTL(cfg.ttl), dblock.Note(cfg.value)}
+	if err := lockkit.CheckOptions(l, acquire...); err != nil {
 		return nil, fmt.Errorf("leader: New: %w", err)
 	}
 	if err := lockinput.ValidateName(name); err != nil {
 		return nil, err
 	}
-	return &Leader{l: l, name: name, fn: fn, ttl: dblock.TTL(cfg.ttl), cfg: cfg}, nil
+	return &Leader{l: l, name: name, fn: fn, acquire: acquire, cfg: cfg}, nil
 }
 
 // Run campaigns until ctx ends. Each time it wins the lock it runs fn with a
 // context canceled when the leadership is lost or ctx ends, and releases the
 // lock when fn returns. After losing the lock it campaigns again at once;
 // after fn returned on its own (an error is logged) it steps down and
-// campaigns again after the backoff, giving other replicas their turn.
+// campaigns again after the backoff, giving other replicas their turn;
+// after Resign it waits for the resign pause.
 // Acquisition errors are logged and retried after the backoff.
 //
 // fn must return promptly once its context is canceled: Run waits for it
@@ -124,7 +150,7 @@ func (ld *Leader) Run(ctx context.Context) error {
 	}
 	defer ld.running.Store(false)
 	for {
-		lock, err := ld.l.Acquire(ctx, ld.name, ld.ttl)
+		lock, err := ld.l.Acquire(ctx, ld.name, ld.acquire...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -138,34 +164,41 @@ func (ld *Leader) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		steppedDown := ld.lead(ctx, lock)
+		pause := ld.lead(ctx, lock)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if steppedDown && !sleepCtx(ctx, ld.cfg.backoff) {
+		if pause > 0 && !sleepCtx(ctx, pause) {
 			return ctx.Err()
 		}
 	}
 }
 
-// lead runs one term: fn under lock, then the release. It reports whether
-// the term ended because fn returned while the lock was still held.
-func (ld *Leader) lead(ctx context.Context, lock dblock.Lock) (steppedDown bool) {
-	ld.term.Store(&leaderTerm{lock: lock})
+// lead runs one term: fn under lock, then the release. It returns how
+// long to wait before campaigning again: the backoff when fn returned while
+// the lock was still held, the resign pause after Resign, 0 otherwise.
+func (ld *Leader) lead(ctx context.Context, lock dblock.Lock) (pause time.Duration) {
+	runCtx, cancel := context.WithCancelCause(lock.Context())
+	t := &leaderTerm{lock: lock, end: cancel, released: make(chan struct{})}
+	runCtx = context.WithValue(runCtx, termKey{}, t)
+	ld.term.Store(t)
 	ld.cfg.logger.Info("leader: elected leader", "name", ld.name, "token", lock.Token())
-	runCtx, cancel := context.WithCancel(lock.Context())
-	stop := context.AfterFunc(ctx, cancel)
+	stop := context.AfterFunc(ctx, func() { cancel(nil) })
 	// Deferred, so that a panicking fn does not leave the lock held (and
 	// renewed) while the panic unwinds.
 	defer func() {
 		stop()
-		cancel()
+		cancel(nil)
+		t.state.CompareAndSwap(termActive, termOver)
 		ld.term.Store(nil)
 		relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer relCancel()
-		if err := lock.Release(relCtx); err != nil && !errors.Is(err, dblock.ErrLockLost) {
+		err := lock.Release(relCtx)
+		if err != nil && !errors.Is(err, dblock.ErrLockLost) {
 			ld.cfg.logger.Error("leader: releasing leadership", "name", ld.name, "error", err)
 		}
+		t.releaseErr = releaseError(ld.name, err)
+		close(t.released)
 	}()
 
 	var fnErr error
@@ -174,19 +207,23 @@ func (ld *Leader) lead(ctx context.Context, lock dblock.Lock) (steppedDown bool)
 	} else {
 		fnErr = ld.fn(runCtx)
 	}
+	resigned := !t.state.CompareAndSwap(termActive, termOver)
 	switch lost := lock.Err(); {
+	case resigned:
+		ld.cfg.logger.Info("leader: leader resigned", "name", ld.name, "token", lock.Token(), "fn_error", fnErr)
+		pause = ld.cfg.resignPause
 	case lost != nil:
 		ld.cfg.logger.Warn("leader: leadership lost", "name", ld.name, "token", lock.Token(), "error", lost, "fn_error", fnErr)
 	case ctx.Err() != nil:
 		ld.cfg.logger.Info("leader: leader stopping", "name", ld.name, "token", lock.Token())
 	case fnErr != nil:
 		ld.cfg.logger.Error("leader: leader function failed; stepping down", "name", ld.name, "token", lock.Token(), "error", fnErr)
-		steppedDown = true
+		pause = ld.cfg.backoff
 	default:
 		ld.cfg.logger.Info("leader: leader function returned; stepping down", "name", ld.name, "token", lock.Token())
-		steppedDown = true
+		pause = ld.cfg.backoff
 	}
-	return steppedDown
+	return pause
 }
 
 // IsLeader reports whether this replica holds the leadership now. It turns
@@ -195,7 +232,7 @@ func (ld *Leader) lead(ctx context.Context, lock dblock.Lock) (steppedDown bool)
 // the Lock's token or dblock.Fencer.CheckHeld.
 func (ld *Leader) IsLeader() bool {
 	t := ld.term.Load()
-	if t == nil {
+	if t == nil || t.state.Load() != termActive {
 		return false
 	}
 	select {

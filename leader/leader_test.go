@@ -58,7 +58,8 @@ func runLeader(t *testing.T, ld *leader.Leader) (stop func() error) {
 }
 
 // TestLeaderChild is the body of the child process of
-// TestLeaderFailoverAfterKill; in a normal run it returns at once.
+// TestLeaderFailoverAfterKill and TestObserveKilledLeader; in a normal run
+// it returns at once.
 func TestLeaderChild(t *testing.T) {
 	if !testdb.IsChild() {
 		return
@@ -83,7 +84,7 @@ func TestLeaderChild(t *testing.T) {
 			<-ctx.Done() // lead until killed
 			t.Errorf("child lost the leadership: %v", context.Cause(ctx))
 			return nil
-		}, leader.WithTTL(ttl))
+		}, leader.WithTTL(ttl), leader.WithValue(os.Getenv("SQLLOCK_LEADER_VALUE")))
 		if err != nil {
 			t.Fatal(err)
 		}
