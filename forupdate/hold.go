@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/metrics"
 )
 
@@ -170,7 +171,7 @@ func (h *hold) ping(ctx context.Context) (pingOutcome, error) {
 			// Returned from Raw, ErrBadConn would make database/sql close
 			// the connection, which waits for the open transaction: a
 			// deadlock with Release. Keep the message, drop the sentinel.
-			err = fmt.Errorf("connection broken: %v", err)
+			err = fmt.Errorf("connection broken: %w: %v", dblock.ErrUnavailable, err)
 		}
 		return err
 	})
@@ -192,7 +193,7 @@ func (h *hold) lose(cause error) {
 		h.mu.Unlock()
 		return
 	}
-	h.lost = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, h.name, cause)
+	h.lost = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, h.name, lockkit.MarkUnavailable(cause))
 	handles := make([]*Lock, 0, len(h.handles))
 	for k := range h.handles {
 		handles = append(handles, k)

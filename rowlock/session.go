@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqllock/sqllock/internal/clock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 )
@@ -379,7 +380,7 @@ func (s *session) run(ctx context.Context, inc *incarnation) {
 	// this, and the marker that lock's row names is gone now.
 	cause := fmt.Errorf("%w: session connection stopped", errSessionEnded)
 	if err != nil {
-		cause = fmt.Errorf("%w: session connection failed: %w", errSessionEnded, err)
+		cause = fmt.Errorf("%w: session connection failed: %w", errSessionEnded, lockkit.MarkUnavailable(err))
 	}
 	for _, k := range lost {
 		k.lose(cause)

@@ -197,6 +197,17 @@ func WrapDBError(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
+// MarkUnavailable wraps err with dblock.ErrUnavailable when it is
+// ClassUnavailable and not wrapped so already, and returns it unchanged
+// otherwise: for causes kept inside another error (a lost lock's), where
+// WrapDBError's op would say nothing.
+func MarkUnavailable(err error) error {
+	if ClassifyError(err) != ClassUnavailable || errors.Is(err, dblock.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", dblock.ErrUnavailable, err)
+}
+
 // MaxContentionRetries bounds how often RetryContention repeats an operation.
 const MaxContentionRetries = 8
 
