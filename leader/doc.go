@@ -16,8 +16,8 @@
 // as etcd's leaders proclaim a value). Only a Locker that can tell who
 // holds a lock can answer (HolderTeller: rowlock's Locker can); over any
 // other, Leader and Observe return ErrCannotTell. forupdate's cannot: its
-// lock is a row lock of an open transaction, which the database tells no
-// one about.
+// lock is a row lock held by an open transaction, and its rows record no
+// holder and no note.
 //
 // Observe polls (WithObserveInterval, default DefaultObserveInterval): it
 // reports the leadership as each poll finds it, so a change that comes and

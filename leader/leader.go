@@ -59,8 +59,9 @@ func WithObserveInterval(d time.Duration) Option { return func(c *config) { c.ob
 func WithResignPause(d time.Duration) Option { return func(c *config) { c.resignPause = d } }
 
 // Leader elects one leader among replicas by holding the lock name, and runs
-// a function while it leads. Create it with New and call Run; it is safe to
-// ask IsLeader from any goroutine.
+// a function while it leads. Create it with New and call Run; its methods
+// are safe to call from any goroutine. A replica that only follows calls
+// Leader or Observe on a Leader it never runs.
 type Leader struct {
 	l       dblock.Locker
 	name    string
@@ -227,7 +228,8 @@ func (ld *Leader) lead(ctx context.Context, lock dblock.Lock) (pause time.Durati
 }
 
 // IsLeader reports whether this replica holds the leadership now. It turns
-// false as soon as the lock is lost, before another replica can win it; to
+// false as soon as the lock is lost or Resign is called, before another
+// replica can win it; to
 // guard writes against a pause between asking and writing, fence them with
 // the Lock's token or dblock.Fencer.CheckHeld.
 func (ld *Leader) IsLeader() bool {
