@@ -1,13 +1,21 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
@@ -126,5 +134,62 @@ func testVersion(t *testing.T, cli *sqllockCLI) {
 	code, stdout, stderr := cli.run("--version")
 	if code != exitOK || !strings.HasPrefix(stdout, "sqllock ") || !strings.Contains(stdout, runtime.Version()) || stderr != "" {
 		t.Errorf("--version: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
+
+// TestDatabaseExit sorts errors a real server cannot be made to produce on
+// demand: exit 69 follows the library's dblock.ErrUnavailable
+// classification (lockkit.ClassifyError), and the CLI adds only its own
+// connect timeout; the caller-side errors and refusals keep their codes.
+func TestDatabaseExit(t *testing.T) {
+	pgConnect := func(err error) error { return &connectError{dialect: dblock.Postgres, addr: "db:5432", err: err} }
+	myConnect := func(err error) error { return &connectError{dialect: dblock.MySQL, addr: "db:3306", err: err} }
+	for _, c := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"PostgreSQL starting up", pgConnect(&pgconn.PgError{Code: "57P03"}), exitUnavailable},
+		{"PostgreSQL too many connections", pgConnect(&pgconn.PgError{Code: "53300"}), exitUnavailable},
+		{"PostgreSQL admin shutdown mid-run", fmt.Errorf("rowlock: acquire: %w", &pgconn.PgError{Code: "57P01"}), exitUnavailable},
+		{"MySQL too many connections", myConnect(&mysql.MySQLError{Number: 1040}), exitUnavailable},
+		{"MySQL shutdown in progress", myConnect(&mysql.MySQLError{Number: 1053}), exitUnavailable},
+		{"MySQL connection lost mid-run", fmt.Errorf("rowlock: renew: %w", mysql.ErrInvalidConn), exitUnavailable},
+		{"the library's ErrUnavailable", fmt.Errorf("x: %w: %w", dblock.ErrUnavailable, io.ErrUnexpectedEOF), exitUnavailable},
+		{"a handshake that never came within connectTimeout", myConnect(context.DeadlineExceeded), exitUnavailable},
+		{"read-only", fmt.Errorf("x: %w", dblock.ErrReadOnly), exitUnavailable},
+		{"bad password", pgConnect(&pgconn.PgError{Code: "28P01"}), exitConfig},
+		{"MySQL access denied", myConnect(&mysql.MySQLError{Number: 1045}), exitConfig},
+		{"a deadline that is not the connect's", context.DeadlineExceeded, 0},
+		{"a cancellation", myConnect(context.Canceled), 0},
+		{"a syntax error", &pgconn.PgError{Code: "42601"}, 0},
+	} {
+		if got := databaseExit(c.err); got != c.want {
+			t.Errorf("%s: databaseExit(%v) = %d, want %d", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// TestSilentServer: a server that accepts connections and never answers
+// makes every dialect exit 69 once the DSN's own connect timeout runs out.
+func TestSilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close() // never accepted: the kernel completes connections, nothing answers
+	for _, dsn := range []string{
+		"postgres://u@" + ln.Addr().String() + "/x?connect_timeout=1",
+		"mysql://u@" + ln.Addr().String() + "/x?readTimeout=500ms",
+	} {
+		t.Run(dsn, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := Main([]string{"--dsn", dsn, "status"}, &stdout, &stderr); code != exitUnavailable {
+				t.Errorf("exit %d, want %d\nstderr: %s", code, exitUnavailable, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "cannot connect") {
+				t.Errorf("stderr does not say it cannot connect: %s", stderr.String())
+			}
+		})
 	}
 }

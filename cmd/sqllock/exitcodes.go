@@ -4,16 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"database/sql/driver"
 	"errors"
-	"io"
-	"net"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // Exit codes (sysexits.h where one fits). A crontab wrapper tells "another
@@ -49,15 +47,28 @@ const exitCodesHelp = `Exit codes:
 // databaseExit sorts a database error into exitConfig (the DSN, the
 // credentials or the schema must be fixed: retrying will not help),
 // exitUnavailable (the server cannot be reached, or is read-only: it may
-// work again later) or 0 (neither: an unexpected error).
+// work again later) or 0 (neither: an unexpected error). What counts as
+// unreachable is the library's dblock.ErrUnavailable, decided in one place
+// (lockkit.ClassifyError) for the library and the CLI alike; the config
+// checks come first, so an SQLite file that cannot be opened at the first
+// contact is a path to fix here.
 func databaseExit(err error) int {
 	switch {
 	case errors.Is(err, dblock.ErrSchemaMissing), refusedLogin(err), badCertificate(err), badSQLiteFile(err):
 		return exitConfig
-	case errors.Is(err, dblock.ErrReadOnly), unreachable(err):
+	case errors.Is(err, dblock.ErrReadOnly), lockkit.ClassifyError(err) == lockkit.ClassUnavailable, connectTimedOut(err):
 		return exitUnavailable
 	}
 	return 0
+}
+
+// connectTimedOut reports a first contact that connectTimeout cut short.
+// The library leaves a bare context deadline to its caller (go-sql-driver
+// returns one for a handshake that never came); here the deadline is the
+// CLI's own bound on the server answering, so it means the server did not.
+func connectTimedOut(err error) bool {
+	_, ok := errors.AsType[*connectError](err)
+	return ok && errors.Is(err, context.DeadlineExceeded)
 }
 
 // refusedLogin reports a server that refused the user, the password, the
@@ -97,20 +108,6 @@ func badCertificate(err error) bool {
 	_, host := errors.AsType[x509.HostnameError](err)
 	_, invalid := errors.AsType[x509.CertificateInvalidError](err)
 	return verify || authority || host || invalid
-}
-
-// unreachable reports an error of the connection rather than of a
-// statement: refused, timed out, reset, not resolved, closed under us.
-func unreachable(err error) bool {
-	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
-		return true // refusals by the server were sorted out before
-	}
-	if _, ok := errors.AsType[net.Error](err); ok {
-		return true
-	}
-	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
 }
 
 // SQLite result codes (the low byte of modernc.org/sqlite's Error.Code)
