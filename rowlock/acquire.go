@@ -47,7 +47,11 @@ func (l *Locker) tryAcquire(ctx context.Context, name string, opts []dblock.Opti
 	if err != nil {
 		l.dropOrphan(ctx, a)
 	}
-	if err == nil && !out.acquired {
+	var k *Lock
+	if err == nil && out.acquired {
+		k = l.won(ctx, a, out.token, sent)
+	}
+	if err == nil && k == nil {
 		err = dblock.ErrNotAcquired
 	}
 	if count {
@@ -56,7 +60,7 @@ func (l *Locker) tryAcquire(ctx context.Context, name string, opts []dblock.Opti
 	if err != nil {
 		return nil, err
 	}
-	return l.newLock(ctx, a, out.token, sent), nil
+	return k, nil
 }
 
 // asLock returns k as a dblock.Lock: nil, not a nil *Lock (or *Permit,

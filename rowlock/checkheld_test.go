@@ -116,3 +116,37 @@ func mustExec(t testing.TB, tx *sql.Tx, query string, args ...any) {
 		t.Fatalf("%s: %v", query, err)
 	}
 }
+
+// TestRefusedCheckHeldClosesDone: a CheckHeld that finds the hold gone (its
+// lease lapsed and another holder took the lock over) is a definite answer
+// from the lock's database: Done closes then, not at the next renewal, and
+// Err says the lock was lost.
+func TestRefusedCheckHeldClosesDone(t *testing.T) {
+	for _, tg := range testdb.AllTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := t.Context()
+			name := testdb.Name(t)
+			k := mustTry(t, newLocker(t, tg.DB), name)
+			defer func() { _ = k.Release(context.Background()) }()
+			expireNow(t, tg, name)
+			other := mustTry(t, newLocker(t, tg.DB), name)
+			defer release(t, other)
+			tx, err := tg.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			if err := k.(dblock.Fencer).CheckHeld(ctx, tx); !errors.Is(err, dblock.ErrLockLost) {
+				t.Fatalf("CheckHeld after a takeover = %v, want ErrLockLost", err)
+			}
+			select {
+			case <-k.Done():
+			default:
+				t.Fatal("Done still open after CheckHeld found the hold taken over")
+			}
+			if !errors.Is(k.Err(), dblock.ErrLockLost) {
+				t.Fatalf("Err = %v, want ErrLockLost", k.Err())
+			}
+		})
+	}
+}

@@ -70,6 +70,21 @@ var (
 // slightly different rates.
 func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
+// won is the hold a won, with token, by a try sent at sent; nil when the
+// answer came back after the hold's deadline (a commit the server held up:
+// a synchronous standby away, a Galera membership change). Its lease may
+// then have lapsed by the database clock, and someone else may hold the
+// lock already: it is given back, and the try counts as not acquired.
+func (l *Locker) won(ctx context.Context, a attempt, token int64, sent time.Time) *Lock {
+	k := l.newLock(ctx, a, token, sent)
+	if clock.Now().Before(k.deadline) {
+		return k
+	}
+	l.cfg.logger.Warn("rowlock: an acquisition answered after its lease's deadline; giving it back", "name", a.name, "token", token)
+	l.giveBack(ctx, []*Lock{k})
+	return nil
+}
+
 // newLock is the hold a won, with token, by a try sent at sent.
 func (l *Locker) newLock(acquireCtx context.Context, a attempt, token int64, sent time.Time) *Lock {
 	// The lock outlives Acquire's context (often a timeout), but keeps its
@@ -255,7 +270,7 @@ func (k *Lock) renewLoop(next time.Time) {
 		}
 		// A renewal must not outlive the deadline, nor a Release.
 		ctx, cancel := context.WithDeadline(k.renewCtx, deadline)
-		err := k.renewOnce(ctx)
+		err := k.renewBy(ctx)
 		cancel()
 		if k.renewCtx.Err() != nil {
 			return
@@ -280,12 +295,39 @@ func (k *Lock) renewLoop(next time.Time) {
 	}
 }
 
+// renewBy renews once, and declares the lock lost when ctx's deadline
+// passes before the renewal has returned. Statements stop at their
+// context's end, but database/sql's Tx.Commit takes no context: a
+// renewal's COMMIT that the server holds up (a synchronous standby gone
+// away, a Galera cluster's membership change) would keep Done open past
+// the deadline, while the lease it could not extend lapses. The renewal
+// is still waited for before renewBy returns: the loop owns it.
+func (k *Lock) renewBy(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- k.renewOnce(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err // it returned as the deadline passed
+	default:
+	}
+	if k.renewCtx.Err() == nil {
+		k.lose(errors.New("lease not renewed in time: the renewal had not returned by the deadline"))
+	}
+	<-done
+	return k.Err()
+}
+
 // lostCause is the metric's cause of a loss.
 func lostCause(cause error) metrics.Cause {
 	switch {
 	case errors.Is(cause, dblock.ErrReadOnly):
 		return metrics.CauseReadOnly
-	case errors.Is(cause, errTakenOver):
+	case errors.Is(cause, errTakenOver), errors.Is(cause, errNotHeld):
 		return metrics.CauseTakenOver
 	case errors.Is(cause, errSessionEnded):
 		return metrics.CauseSessionEnded
@@ -297,6 +339,7 @@ func lostCause(cause error) metrics.Cause {
 var (
 	errTakenOver    = errors.New("its row was taken over or deleted")
 	errSessionEnded = errors.New("its session marker is gone or unproven")
+	errNotHeld      = errors.New("CheckHeld found it not held")
 )
 
 // lose marks the lock lost with cause, unless it was released already.
@@ -487,6 +530,9 @@ func (k *Lock) CheckHeld(ctx context.Context, tx *sql.Tx) error {
 		return lockkit.WrapDBError("rowlock: check "+fmt.Sprintf("%q", k.h.name), err)
 	}
 	if !ok {
+		// A definite answer, on the lock's database: the hold is over.
+		// Done says so now, not at the next renewal.
+		k.lose(errNotHeld)
 		return fmt.Errorf("%w: %q: not held with token %d", dblock.ErrLockLost, k.h.name, k.h.token)
 	}
 	return nil

@@ -81,7 +81,10 @@ func (wt *waiting) run(ctx context.Context) (*Lock, error) {
 			return nil, cutShort(ctx, err)
 		}
 		if out.acquired {
-			return wt.l.newLock(ctx, wt.a, out.token, sent), nil
+			if k := wt.l.won(ctx, wt.a, out.token, sent); k != nil {
+				return k, nil
+			}
+			continue // answered too late, and given back: try again
 		}
 		// Later tries of a waiter that polls for releases look before
 		// they try. The owner cannot re-enter while it waits: it does not

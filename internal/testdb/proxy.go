@@ -1,6 +1,7 @@
 package testdb
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -22,6 +23,15 @@ type Proxy struct {
 	holed   bool                  // Blackhole: clients' ends stay open and silent
 	conns   map[net.Conn]struct{} // both ends of every forwarded connection
 	servers map[net.Conn]struct{} // the server ends among them
+	stall   *stall                // armed by StallOn, until it catches a write
+	closing chan struct{}         // closed when the test ends: stalls give up
+}
+
+// stall holds back the first client write that contains pattern.
+type stall struct {
+	pattern []byte
+	caught  chan struct{} // closed when a write is held back
+	resume  chan struct{} // closed to forward it
 }
 
 // dialTimeout bounds the connect to the target, so that a dead target
@@ -37,7 +47,8 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("testdb: proxy listen: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{}), servers: make(map[net.Conn]struct{})}
+	p := &Proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{}), servers: make(map[net.Conn]struct{}),
+		closing: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -86,7 +97,60 @@ func (p *Proxy) Restore() {
 	p.mu.Unlock()
 }
 
+// StallOn holds back the next write of any client towards the server that
+// contains pattern (a COMMIT, a statement's text) until resume is called:
+// a statement or commit the server receives late, as when a synchronous
+// standby has gone away or a Galera cluster's membership changes. caught
+// is closed once a write is held back. Only one write is held; StallOn
+// arms it again. resume may be called more than once; the proxy's close
+// resumes too.
+func (p *Proxy) StallOn(pattern []byte) (caught <-chan struct{}, resume func()) {
+	st := &stall{pattern: pattern, caught: make(chan struct{}), resume: make(chan struct{})}
+	p.mu.Lock()
+	p.stall = st
+	p.mu.Unlock()
+	var once sync.Once
+	return st.caught, func() { once.Do(func() { close(st.resume) }) }
+}
+
+// hold waits, if chunk is the write the armed stall is for, until the
+// stall is resumed or the proxy closes.
+func (p *Proxy) hold(chunk []byte) {
+	p.mu.Lock()
+	st := p.stall
+	if st == nil || !bytes.Contains(chunk, st.pattern) {
+		p.mu.Unlock()
+		return
+	}
+	p.stall = nil
+	p.mu.Unlock()
+	close(st.caught)
+	select {
+	case <-st.resume:
+	case <-p.closing:
+	}
+}
+
+// copyUp copies what the client writes to the server, holding back the
+// write a stall is armed for.
+func (p *Proxy) copyUp(server, client net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := client.Read(buf)
+		if n > 0 {
+			p.hold(buf[:n])
+			if _, werr := server.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 func (p *Proxy) close() {
+	close(p.closing)
 	_ = p.ln.Close()
 	p.Cut()
 	p.wg.Wait()
@@ -137,7 +201,7 @@ func (p *Proxy) forward(client net.Conn) {
 	upstreamDone := make(chan struct{})
 	go func() {
 		defer close(upstreamDone)
-		_, _ = io.Copy(server, client)
+		p.copyUp(server, client)
 		if p.blackholed() {
 			// Swallow what the client writes until it gives up (or
 			// the proxy closes).
