@@ -110,11 +110,11 @@
 // dblock.Note is ignored. dblock.Fair and dblock.MinHold are refused with
 // dblock.ErrInvalidOption: the database orders the waiters, and the lock
 // cannot outlive its transaction. Locker.CheckOptions (lockkit.OptionChecker)
-// tells so without I/O, and Locker.KeepsNames (lockkit.NameKeeper) that
-// every name keeps its row: cronguard and gocronlock ask both when
-// they are built and refuse their defaults (a MinHold, and a new name per
-// tick) over this Locker, which serializes jobs but cannot deduplicate
-// their runs across replicas; use rowlock for those.
+// tells so without I/O. Every name keeps its row for good (one per job
+// for the cron guards). A lock that ends with its transaction cannot keep
+// a run's tick for MinHold, so over this Locker a cron guard serializes
+// jobs but cannot deduplicate their runs across replicas; use rowlock for
+// those.
 //
 // # Schema
 //

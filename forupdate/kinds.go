@@ -119,19 +119,11 @@ func asLock(k *Lock, err error) (dblock.Lock, error) {
 
 var (
 	_ lockkit.OptionChecker = (*Semaphore)(nil)
-	_ lockkit.NameKeeper    = (*Semaphore)(nil)
 	_ lockkit.OptionChecker = (*RWLocker)(nil)
-	_ lockkit.NameKeeper    = (*RWLocker)(nil)
 )
 
 // CheckOptions is Locker.CheckOptions: the kinds take the same options.
 func (s *Semaphore) CheckOptions(opts ...dblock.Option) error { return s.l.CheckOptions(opts...) }
 
-// KeepsNames is true: a semaphore's slot rows stay, as a lock's row does.
-func (s *Semaphore) KeepsNames() bool { return true }
-
 // CheckOptions is Locker.CheckOptions: the kinds take the same options.
 func (rw *RWLocker) CheckOptions(opts ...dblock.Option) error { return rw.l.CheckOptions(opts...) }
-
-// KeepsNames is true: a read/write lock's row stays, as a lock's row does.
-func (rw *RWLocker) KeepsNames() bool { return true }

@@ -43,7 +43,6 @@ type holdKey struct {
 var (
 	_ dblock.Locker         = (*Locker)(nil)
 	_ lockkit.OptionChecker = (*Locker)(nil)
-	_ lockkit.NameKeeper    = (*Locker)(nil)
 )
 
 // New returns a Locker over db, whose table (DefaultTable) must have been
@@ -255,11 +254,6 @@ func (l *Locker) CheckOptions(opts ...dblock.Option) error {
 	_, err := resolveOptions(opts)
 	return err
 }
-
-// KeepsNames is true: every name locked keeps its row in the table for
-// good (see the package doc), so code that makes up a name per run
-// (cronguard's per-tick names) refuses this Locker.
-func (l *Locker) KeepsNames() bool { return true }
 
 // resolveOptions resolves opts and refuses those forupdate cannot honour.
 func resolveOptions(opts []dblock.Option) (dblock.Options, error) {

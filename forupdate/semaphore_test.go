@@ -309,7 +309,6 @@ func TestSemaphoreInput(t *testing.T) {
 	// Refused without I/O, as by Locker: cronguard asks before it runs.
 	for _, checker := range []interface {
 		CheckOptions(...dblock.Option) error
-		KeepsNames() bool
 	}{s, l.Readers(), l.Writers()} {
 		for _, opt := range []dblock.Option{dblock.Fair(), dblock.MinHold(time.Second)} {
 			if err := checker.CheckOptions(opt); !errors.Is(err, dblock.ErrInvalidOption) {
@@ -318,9 +317,6 @@ func TestSemaphoreInput(t *testing.T) {
 			if _, err := checker.(dblock.Locker).TryAcquire(t.Context(), "x", opt); !errors.Is(err, dblock.ErrInvalidOption) {
 				t.Errorf("%T.TryAcquire: %v, want ErrInvalidOption", checker, err)
 			}
-		}
-		if !checker.KeepsNames() {
-			t.Errorf("%T.KeepsNames() = false", checker)
 		}
 	}
 }

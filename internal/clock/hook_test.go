@@ -14,7 +14,7 @@ import (
 // libraryPackages are the folders (from the module root) whose non-test
 // code must read the wall clock through Now, so that a test process given
 // an offset really runs the library on a skewed clock.
-var libraryPackages = []string{"dblock", "leader", "cronguard", "gocronlock", "internal/tickguard", "internal/lockkit", "rowlock", "queue", "forupdate", "reaper", "migrations"}
+var libraryPackages = []string{"dblock", "leader", "cronguard", "gocronlock", "internal/tickguard", "internal/lockkit", "rowlock", "internal/queue", "forupdate", "reaper", "migrations"}
 
 // clockReads are the functions of package time that read the clock:
 // time.Since(t) and time.Until(t) are time.Now().Sub(t) and t.Sub(time.Now()).
@@ -26,8 +26,8 @@ var clockReads = []string{"Now", "Since", "Until"}
 var allowedClockReads = map[string]string{
 	"cronguard/cronguard.go guardedJob.Run time.Now": "attributes an activation to the tick robfig/cron scheduled it for; " +
 		"cron computes its schedule from its own time.Now, which the hook cannot reach, so the tick must come from the same clock",
-	"gocronlock/locker.go (*Locker).Lock time.Now": "names the lock after the tick gocron scheduled the run for; " +
-		"gocron schedules by its own time.Now, which the hook cannot reach",
+	"gocronlock/locker.go (*Locker).Lock time.Now": "learns a job's period from the gaps between the runs gocron fires, " +
+		"and attributes a run to its activation; gocron schedules by its own time.Now, which the hook cannot reach",
 	"reaper/reaper.go (*Reaper).sweep time.Now":   "measures a sweep's duration for the log: only the monotonic reading is used",
 	"reaper/reaper.go (*Reaper).sweep time.Since": "the sweep's duration for the log, from the time.Now above: monotonic readings only",
 	"rowlock/lock.go (*Lock).renewLoop time.Until": "arms a timer for a deadline built from clock.Now, which keeps the monotonic reading: " +

@@ -23,17 +23,6 @@ type OptionChecker interface {
 	CheckOptions(opts ...dblock.Option) error
 }
 
-// NameKeeper is implemented by Lockers that keep storage for every name
-// they have ever locked (forupdate keeps one row per name for good, since
-// its lock is a lock on that row). Code that makes up a new name per run,
-// such as CronGuard's and gocronlock's per-tick names, refuses such a
-// Locker: it would leave one row per tick behind.
-type NameKeeper interface {
-	// KeepsNames reports whether each name locked stays stored after its
-	// lock is released.
-	KeepsNames() bool
-}
-
 // CheckOptions validates opts (ResolveOptions) and, if l implements
 // OptionChecker, asks l whether it accepts them. It does no I/O. Errors
 // wrap dblock.ErrInvalidOption.
@@ -47,10 +36,4 @@ func CheckOptions(l dblock.Locker, opts ...dblock.Option) error {
 		}
 	}
 	return nil
-}
-
-// KeepsNames reports whether l stores every name it ever locked.
-func KeepsNames(l dblock.Locker) bool {
-	k, ok := l.(NameKeeper)
-	return ok && k.KeepsNames()
 }
