@@ -4,7 +4,7 @@
 //
 //	go run ./bench                      # about 4 minutes
 //	go run ./bench -quick               # about 1 minute, fewer samples
-//	go run ./bench -markdown            # the same tables in Markdown, for the README
+//	go run ./bench -markdown            # the same tables in Markdown, for docs/benchmarks.md
 //	go run ./bench -svg latency.svg     # also a chart of the p50 latencies
 //	go run ./bench -clean sqb-xxxxxxx-  # delete the rows of an interrupted run
 //

@@ -31,7 +31,7 @@
 // A sequence leaves the lock transaction as light as the bare recipe's:
 // on MariaDB an uncontended Acquire and Release costs about what BEGIN;
 // SELECT ... FOR UPDATE; COMMIT does as database/sql sends it (see the
-// README's figures). On MySQL 8.0 the REPLACE makes every lock
+// figures in docs/benchmarks.md). On MySQL 8.0 the REPLACE makes every lock
 // transaction a writing one, whose commit flushes the log where the bare
 // recipe's writes nothing: expect about twice the bare recipe there.
 //

@@ -42,5 +42,5 @@
 // deletes the lapsed ones in its own short transaction that skips rows an
 // acquirer has locked. So sweeping a million rows holds no lock for long,
 // and acquirers keep their latency (TestSweepUnderLoad logs the figures;
-// the README reports them).
+// docs/benchmarks.md reports them).
 package reaper

@@ -57,7 +57,7 @@
 // TestSoak (soak_test.go) runs the same for as long as -soak says, with
 // more names, goroutines and briefer holds, restarting the server every
 // two minutes, and fails unless each database reaches -soak-min (100,000)
-// ledger-checked acquisitions; without -soak it runs nothing. The README
+// ledger-checked acquisitions; without -soak it runs nothing. docs/testing.md
 // (Torture and soak) gives the command and its figures.
 //
 // It restarts the database servers, kills their sessions and makes them
