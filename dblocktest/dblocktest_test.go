@@ -26,14 +26,31 @@ func memHarness(t *testing.T) dblocktest.Harness {
 	return dblocktest.Harness{
 		New: func(*testing.T) dblock.Locker { return mem },
 		Lose: func(t *testing.T, k dblock.Lock) {
-			if !mem.Lapse(k.Name()) {
-				t.Fatalf("Lapse(%q) found nothing to end", k.Name())
+			names := []string{k.Name()}
+			if m, ok := k.(*dblocktest.MultiLock); ok {
+				names = m.Names()
+			}
+			for _, name := range names {
+				if !mem.Lapse(name) {
+					t.Fatalf("Lapse(%q) found nothing to end", name)
+				}
 			}
 		},
 		Tx:                     func(*testing.T) *sql.Tx { return nil },
 		Fair:                   true,
 		MinHold:                true,
 		ReentrantAcrossLockers: true,
+		Semaphore: func(l dblock.Locker, limit int) (dblock.Locker, error) {
+			return l.(*dblocktest.Locker).Semaphore(limit)
+		},
+		ReadWrite: func(l dblock.Locker) (dblock.Locker, dblock.Locker) {
+			m := l.(*dblocktest.Locker)
+			return m.Readers(), m.Writers()
+		},
+		Multi: func(l dblock.Locker) (dblocktest.MultiFunc, dblocktest.MultiFunc) {
+			m := l.(*dblocktest.Locker)
+			return dblocktest.MultiOf(m.AcquireAll), dblocktest.MultiOf(m.TryAcquireAll)
+		},
 	}
 }
 

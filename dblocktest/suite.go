@@ -51,6 +51,23 @@ type Harness struct {
 	// one Locker re-enters it through another (rowlock keeps owners in
 	// the database; forupdate's reentrancy is within one Locker).
 	ReentrantAcrossLockers bool
+
+	// The lock kinds, each optional: the suite checks those set, with the
+	// rules rowlock documents for them, and says in the log which it does
+	// not check. Each is given a Locker New made. Lose is given their holds
+	// too (a *Permit, an *RWLock, a *MultiLock of the Locker under test),
+	// and must make every hold it is given lost.
+
+	// Semaphore returns l's semaphores of limit permits per name
+	// (rowlock.Locker.Semaphore, Locker.Semaphore).
+	Semaphore func(l dblock.Locker, limit int) (dblock.Locker, error)
+
+	// ReadWrite returns the two sides of l's read/write locks
+	// (rowlock.Locker.Readers and Writers, Locker.Readers and Writers).
+	ReadWrite func(l dblock.Locker) (readers, writers dblock.Locker)
+
+	// Multi returns l's AcquireAll and TryAcquireAll (see MultiOf).
+	Multi func(l dblock.Locker) (acquireAll, tryAcquireAll MultiFunc)
 }
 
 // TestLocker runs the conformance suite of dblock.Locker on the Locker h
@@ -77,21 +94,32 @@ type Harness struct {
 //   - bad input (empty, over-long or non-UTF-8 names; TTL under
 //     dblock.MinTTL, negative MinHold, bad notes, nil options, bad owner
 //     ids, options the Harness says are unsupported) gets an error wrapping
-//     dblock.ErrInvalidName or dblock.ErrInvalidOption and takes no lock.
+//     dblock.ErrInvalidName or dblock.ErrInvalidOption and takes no lock;
+//   - the lock kinds the Harness declares (Semaphore, ReadWrite, Multi):
+//     all of the above again on a semaphore of one permit, on the writers
+//     and on AcquireAll of two names, each a Locker of exclusive holds;
+//     then each kind's own rules, as rowlock documents them: a semaphore's
+//     limit, slots, one permit per owner and dblock.ErrLimitMismatch;
+//     readers sharing and writers excluding, dblock.ErrUpgrade, a writer
+//     reading, writers not starved, the tokens of readers and writers;
+//     AcquireAll's all-or-none, its names being Acquire's, overlapping
+//     sets never deadlocking, bad input.
 //
 // It asks nothing beyond dblock's documented contract; where two correct
 // Lockers differ, Harness says which way the one under test goes. Every
 // lock a subtest takes is released when it ends, failed or not.
 func TestLocker(t *testing.T, h Harness) {
 	t.Helper()
+	testLocker(t, h, false)
+}
+
+// testLocker is TestLocker; nested is set for its runs on the lock kinds.
+func testLocker(t *testing.T, h Harness, nested bool) {
+	t.Helper()
 	if h.New == nil {
 		t.Fatal("dblocktest: Harness.New is nil")
 	}
-	s := &suite{h: h}
-	type subtest struct {
-		name string
-		run  func(t *testing.T)
-	}
+	s := &suite{h: h, nested: nested}
 	tests := []subtest{
 		{"TryAcquire", s.tryAcquire},
 		{"Acquire waits for Release", s.acquireWaits},
@@ -125,12 +153,21 @@ func TestLocker(t *testing.T, h Harness) {
 			tests = append(tests, subtest{"CheckHeld", s.checkHeld})
 		}
 	}
+	tests = append(tests, s.kinds(t)...)
 	for _, c := range tests {
 		t.Run(c.name, c.run)
 	}
 }
 
-type suite struct{ h Harness }
+type suite struct {
+	h      Harness
+	nested bool // a run on a lock kind, within TestLocker
+}
+
+type subtest struct {
+	name string
+	run  func(t *testing.T)
+}
 
 // hangBound bounds every wait of the suite: a guard against hangs, far
 // above what any correct Locker needs, never a timing assertion. The
@@ -161,7 +198,7 @@ func (s *suite) fencer(t *testing.T) bool {
 	t.Helper()
 	k := hold(t, s.h.New(t), t.Context(), lockName(t))
 	release(t, k)
-	_, ok := k.(dblock.Fencer)
+	_, ok := underlying(k).(dblock.Fencer)
 	return ok
 }
 

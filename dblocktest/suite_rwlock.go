@@ -1,0 +1,242 @@
+package dblocktest
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock/dblock"
+)
+
+// rwRules: readers share a name and exclude writers, writers exclude
+// both; a reader asking to write gets dblock.ErrUpgrade at once; a writer
+// may read; readers refuse dblock.Fair; once a writer waits, new readers
+// wait behind it while a reader already in may read again; a writer's
+// token is above every earlier token, a reader's the last writer's.
+func (s *suite) rwRules(t *testing.T) {
+	t.Run("readers share, writers exclude", s.rwShare)
+	t.Run("upgrade refused", s.rwUpgrade)
+	t.Run("writer may read", s.rwWriterReads)
+	t.Run("writers are not starved", s.rwNoStarve)
+	t.Run("exclusion under concurrency", s.rwExclusion)
+	t.Run("readers refuse Fair", func(t *testing.T) {
+		readers, _ := s.h.ReadWrite(s.h.New(t))
+		name := lockName(t)
+		k, err := readers.TryAcquire(bounded(t), name, dblock.Fair())
+		if err == nil {
+			releaseAtEnd(t, k)
+		}
+		if !errors.Is(err, dblock.ErrInvalidOption) {
+			t.Errorf("reader's TryAcquire with Fair = %v, want dblock.ErrInvalidOption", err)
+		}
+	})
+}
+
+func (s *suite) rwShare(t *testing.T) {
+	ctx := bounded(t)
+	ra, wa := s.h.ReadWrite(s.h.New(t))
+	rb, wb := s.h.ReadWrite(s.h.New(t))
+	name := lockName(t)
+
+	w0 := hold(t, wa, ctx, name)
+	refused(t, rb, ctx, name, "reader while a writer holds")
+	refused(t, wb, ctx, name, "writer while a writer holds")
+	release(t, w0)
+
+	r1, r2 := hold(t, ra, ctx, name), hold(t, rb, ctx, name)
+	for _, r := range []dblock.Lock{r1, r2} {
+		if r.Name() != name {
+			t.Errorf("Name() = %q, want %q", r.Name(), name)
+		}
+		if r.Token() != w0.Token() {
+			t.Errorf("reader's token %d, want the last writer's %d", r.Token(), w0.Token())
+		}
+	}
+	refused(t, wa, ctx, name, "writer while two readers hold")
+	refused(t, wb, ctx, name, "writer while two readers hold, another Locker")
+	release(t, r1)
+	refused(t, wb, ctx, name, "writer while one reader holds")
+	release(t, r2)
+
+	w := hold(t, wb, ctx, name)
+	if w.Token() <= w0.Token() {
+		t.Errorf("writer's token %d, want more than the previous writer's %d", w.Token(), w0.Token())
+	}
+	refused(t, ra, ctx, name, "reader while a writer holds")
+	waiter := acquireAsync(t, ra, ctx, name)
+	release(t, w)
+	r := await(t, waiter)
+	if r.err != nil {
+		t.Fatalf("waiting reader after the writer's Release = %v", r.err)
+	}
+	if r.lock.Token() != w.Token() {
+		t.Errorf("reader's token %d, want the last writer's %d", r.lock.Token(), w.Token())
+	}
+	release(t, r.lock)
+}
+
+func (s *suite) rwUpgrade(t *testing.T) {
+	ctx := bounded(t)
+	readers, writers := s.h.ReadWrite(s.h.New(t))
+	_, other := s.h.ReadWrite(s.h.New(t))
+	name := lockName(t)
+	r := hold(t, readers, ctx, name)
+	for _, call := range []struct {
+		how  string
+		take func(context.Context, string, ...dblock.Option) (dblock.Lock, error)
+	}{{"TryAcquire", writers.TryAcquire}, {"Acquire", writers.Acquire}} {
+		k, err := call.take(r.Context(), name)
+		if err == nil {
+			releaseAtEnd(t, k)
+		}
+		if !errors.Is(err, dblock.ErrUpgrade) {
+			t.Errorf("writer's %s by a reader = %v, want dblock.ErrUpgrade", call.how, err)
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("reader after its refused upgrade: Err() = %v", err)
+	}
+	release(t, r)
+	// The refused upgrades held nothing.
+	release(t, hold(t, other, ctx, name))
+}
+
+func (s *suite) rwWriterReads(t *testing.T) {
+	ctx := bounded(t)
+	readers, writers := s.h.ReadWrite(s.h.New(t))
+	rb, _ := s.h.ReadWrite(s.h.New(t))
+	name := lockName(t)
+	w := hold(t, writers, ctx, name)
+	r := hold(t, readers, w.Context(), name)
+	if r.Token() != w.Token() {
+		t.Errorf("read under the write lock: token %d, want the writer's %d", r.Token(), w.Token())
+	}
+	again := hold(t, writers, w.Context(), name)
+	if again.Token() != w.Token() {
+		t.Errorf("write re-entered: token %d, want %d", again.Token(), w.Token())
+	}
+	refused(t, rb, ctx, name, "another reader while the writer holds")
+	release(t, w)
+	release(t, again)
+	refused(t, rb, ctx, name, "another reader while the writer's read holds")
+	release(t, r)
+	release(t, hold(t, rb, ctx, name))
+}
+
+// rwNoStarve: a writer waits for a reader; new readers are then refused,
+// while the reader in place may read again; the writer gets the lock once
+// the reader's holds are released.
+func (s *suite) rwNoStarve(t *testing.T) {
+	ctx := bounded(t)
+	ra, _ := s.h.ReadWrite(s.h.New(t))
+	rb, wb := s.h.ReadWrite(s.h.New(t))
+	name := lockName(t)
+	r := hold(t, ra, ctx, name)
+	writer := acquireAsync(t, wb, ctx, name)
+	// Until the writer waits, new readers get in: wait for it to, by the
+	// readers' refusal (a bound against hangs, not a timing assertion).
+	deadline := time.Now().Add(hangBound)
+	for {
+		k, err := rb.TryAcquire(ctx, name)
+		if errors.Is(err, dblock.ErrNotAcquired) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("new reader's TryAcquire = %v", err)
+		}
+		release(t, k)
+		if time.Now().After(deadline) {
+			t.Fatalf("new readers still admitted %v after a writer began to wait", hangBound)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	again := hold(t, rb, r.Context(), name)
+	select {
+	case got := <-writer:
+		if got.lock != nil {
+			releaseAtEnd(t, got.lock)
+		}
+		t.Fatalf("writer returned (%v) while a reader held the lock", got.err)
+	default:
+	}
+	release(t, r)
+	release(t, again)
+	got := await(t, writer)
+	if got.err != nil {
+		t.Fatalf("waiting writer after the readers left = %v", got.err)
+	}
+	if got.lock.Token() <= r.Token() {
+		t.Errorf("writer's token %d, want more than the reader's %d", got.lock.Token(), r.Token())
+	}
+	release(t, got.lock)
+}
+
+// rwExclusion: goroutines on two Lockers read and write one name in
+// turns; a writer is never inside with anyone, and writers' tokens grow.
+func (s *suite) rwExclusion(t *testing.T) {
+	goroutines, rounds := 8, 5
+	if testing.Short() {
+		goroutines, rounds = 4, 3
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*hangBound)
+	defer cancel()
+	ra, wa := s.h.ReadWrite(s.h.New(t))
+	rb, wb := s.h.ReadWrite(s.h.New(t))
+	sides := [][2]dblock.Locker{{ra, wa}, {rb, wb}}
+	name := lockName(t)
+	var mu sync.Mutex
+	readers, writers := 0, 0
+	var lastWrite int64
+	var wg sync.WaitGroup
+	for i := range goroutines {
+		wg.Go(func() {
+			write := i%3 == 0
+			l := sides[i%2][0]
+			if write {
+				l = sides[i%2][1]
+			}
+			for range rounds {
+				k, err := l.Acquire(ctx, name)
+				if err != nil {
+					t.Errorf("goroutine %d: %v", i, err)
+					return
+				}
+				mu.Lock()
+				switch {
+				case write && (readers > 0 || writers > 0):
+					t.Errorf("a writer got in with %d readers and %d writers inside", readers, writers)
+				case !write && writers > 0:
+					t.Error("a reader got in while a writer was inside")
+				case write && k.Token() <= lastWrite:
+					t.Errorf("writer's token %d after %d, want it larger", k.Token(), lastWrite)
+				case !write && k.Token() != lastWrite:
+					t.Errorf("reader's token %d, want the last writer's %d", k.Token(), lastWrite)
+				}
+				if write {
+					writers++
+					lastWrite = k.Token()
+				} else {
+					readers++
+				}
+				mu.Unlock()
+				runtime.Gosched()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				if write {
+					writers--
+				} else {
+					readers--
+				}
+				mu.Unlock()
+				if err := k.Release(ctx); err != nil {
+					t.Errorf("goroutine %d: Release: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
