@@ -26,4 +26,13 @@ var (
 	// this way would stop every other lock and every write. Use package
 	// rowlock, whose leases work on SQLite. It wraps errors.ErrUnsupported.
 	ErrNoRowLocks = fmt.Errorf("forupdate: SQLite has no row locks (SELECT ... FOR UPDATE); use rowlock: %w", errors.ErrUnsupported)
+
+	// ErrMultiPrimary is returned by Acquire and TryAcquire (of every
+	// kind) on a node of a Galera cluster (MariaDB Galera, Percona XtraDB
+	// Cluster): row locks there are each node's own, so two nodes would
+	// grant the same name at once, and the token sequence has no form that
+	// grows across nodes. Use rowlock, whose rows are certified across the
+	// cluster, or WithSingleNode when every lock goes to one node. It
+	// wraps errors.ErrUnsupported.
+	ErrMultiPrimary = fmt.Errorf("forupdate: the server is a node of a Galera cluster, whose row locks are per node; use rowlock, or WithSingleNode if all locks go to one node: %w", errors.ErrUnsupported)
 )

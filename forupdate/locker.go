@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/clock"
@@ -33,6 +34,27 @@ type Locker struct {
 	pending map[holdKey]chan struct{}
 	// restoring are the sessions being restored after their lock ended.
 	restoring tasks
+	// clusterChecked is set once the server was found not to be a node
+	// of a multi-primary cluster (or WithSingleNode); see checkCluster.
+	clusterChecked atomic.Bool
+}
+
+// checkCluster refuses, with ErrMultiPrimary, to lock on a Galera node,
+// unless WithSingleNode. It asks the server once; a failed question is
+// asked again at the next acquisition.
+func (l *Locker) checkCluster(ctx context.Context) error {
+	if l.cfg.dialect != dblock.MySQL || l.cfg.singleNode || l.clusterChecked.Load() {
+		return nil
+	}
+	galera, err := lockkit.IsGalera(ctx, l.db)
+	if err != nil {
+		return lockkit.WrapDBError("forupdate: cluster check", err)
+	}
+	if galera {
+		return ErrMultiPrimary
+	}
+	l.clusterChecked.Store(true)
+	return nil
 }
 
 type holdKey struct {
@@ -157,6 +179,9 @@ func (l *Locker) acquire(ctx context.Context, req request, opts []dblock.Option,
 func (l *Locker) acquireUnmeasured(ctx context.Context, req request, opts []dblock.Option, wait bool) (*Lock, error) {
 	o, owner, err := prepare(ctx, req, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.checkCluster(ctx); err != nil {
 		return nil, err
 	}
 	key := holdKey{name: req.key(), owner: owner}

@@ -33,7 +33,14 @@ type config struct {
 	logger      *slog.Logger
 	meters      metric.MeterProvider
 	connTimeout time.Duration
+	singleNode  bool
 }
+
+// WithSingleNode says that every lock of this Locker's table goes to one
+// node of a Galera cluster (one writer node behind the proxy, say), so
+// that the node's row locks are the cluster's. Default: off, and a Locker
+// on a Galera node refuses to lock with ErrMultiPrimary.
+func WithSingleNode() Option { return func(c *config) { c.singleNode = true } }
 
 // WithDialect sets the SQL dialect. Default: detected from the driver
 // (pgx, lib/pq: Postgres; go-sql-driver/mysql: MySQL).

@@ -81,7 +81,8 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l.sess.setWakeup(false)
 	l.waiters.sess = l.sess
-	l.watch = &watcher{db: db, store: l.store, queue: q, grace: cfg.crashGrace, waiters: &l.waiters, logger: cfg.logger, blockFor: markerWait}
+	l.watch = &watcher{db: db, store: l.store, queue: q, grace: cfg.crashGrace, waiters: &l.waiters, logger: cfg.logger, blockFor: markerWait,
+		perNode: l.sess.perNode.Load}
 	return l, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
@@ -391,7 +392,13 @@ func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int, a
 		}
 	}
 	if b.scanned < limit {
-		// The end of a whole sweep: the doorbells' records too.
+		// The end of a whole sweep: the doorbells' records too, but not
+		// on a Galera node, where IS_FREE_LOCK cannot see the sessions of
+		// the other nodes (and where no session records any).
+		galera, err := lockkit.IsGalera(ctx, s.db)
+		if err != nil || galera {
+			return b, err
+		}
 		return b, s.deleteDeadSessions(ctx)
 	}
 	return b, nil

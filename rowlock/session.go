@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,9 @@ type session struct {
 	rings   chan struct{} // ring requests (bell.go)
 	noPgx   bool          // the driver turned out not to be pgx; only run's goroutine touches it
 	markers bool          // session markers wanted (WithCrashGrace > 0)
+	// perNode is set once the session found its server a node of a
+	// Galera cluster (cluster.go): markers and bells are then off.
+	perNode atomic.Bool
 	grace   time.Duration // G: the crash grace
 	idle    time.Duration
 	probe   time.Duration // how long a NOTIFY round trip may take
@@ -159,7 +163,7 @@ func markerName(key int64) string { return fmt.Sprintf("sqllock.%d", key) }
 // usable marker: the lock then depends on its lease alone.
 func (s *session) key(ctx context.Context) int64 {
 	inc := s.ensure(ctx)
-	if inc == nil || !s.markers {
+	if inc == nil || !s.marking() {
 		return 0
 	}
 	s.mu.Lock()
@@ -190,7 +194,7 @@ func (s *session) ensure(ctx context.Context) *incarnation {
 	s.mu.Lock()
 	inc := s.cur
 	if inc == nil {
-		if s.closed || clock.Now().Before(s.retryAt) || (!s.markers && !s.listen) {
+		if s.closed || clock.Now().Before(s.retryAt) || (!s.marking() && !s.listen) {
 			s.mu.Unlock()
 			return nil
 		}
@@ -541,7 +545,12 @@ func (s *session) loop(ctx context.Context, inc *incarnation, sc sessionConn) er
 	var key int64
 	var deadline time.Time
 	bell := bells{cur: -1}
-	if s.markers && (listening || !sc.notifies()) {
+	if !s.isPg && s.markers && !s.perNode.Load() {
+		if err := s.checkCluster(ctx, sc); err != nil {
+			return err
+		}
+	}
+	if s.marking() && (listening || !sc.notifies()) {
 		// A session whose notifications do not come back is behind a
 		// transaction pooler: a marker there would outlive this process
 		// on a pooled server connection. Without a probe (no LISTEN),

@@ -156,7 +156,7 @@ func (wt *waiting) pause(ctx context.Context, h holderInfo) (time.Duration, erro
 	switch {
 	case wt.armed.rings && h.key == wt.armed.key && h.token == wt.armed.token:
 		h.rings, h.bell = true, wt.armed.bell
-	case wt.listening || (wt.l.sess.bells && h.key != 0 && h.remaining > 0):
+	case wt.listening || (wt.l.sess.ringing() && h.key != 0 && h.remaining > 0):
 		var ended bool
 		var err error
 		if h, notified, ended, err = wt.askWake(ctx, h); err != nil {

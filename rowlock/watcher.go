@@ -45,6 +45,9 @@ type watcher struct {
 	// blockFor is how long one blocked wait lasts: markerWait, but for
 	// tests that must tell a wait that ends from a wake-up.
 	blockFor time.Duration
+	// perNode reports that markers are each node's own (a Galera
+	// cluster, cluster.go): none is watched, whoever recorded it.
+	perNode func() bool
 
 	mu      sync.Mutex
 	targets map[string]target // by name: what the first waiter of the name waits on
@@ -106,7 +109,7 @@ const (
 // for a target that rings, rung). It reports whether a wait on t's
 // session runs: for a target that rings, whether a ring will wake name.
 func (wa *watcher) watch(name string, t target) bool {
-	if (wa.grace <= 0 && !t.rings) || t.key == 0 {
+	if (wa.grace <= 0 && !t.rings) || t.key == 0 || (wa.perNode != nil && wa.perNode()) {
 		return false
 	}
 	wa.mu.Lock()
