@@ -106,7 +106,17 @@ func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migr
 	if err != nil {
 		return err
 	}
-	return runFrom(ctx, db, d, files, string(d), step)
+	var fsys fs.FS = files
+	if d == dblock.MySQL {
+		galera, err := lockkit.IsGalera(ctx, db)
+		if err != nil {
+			return fmt.Errorf("migrations: %w", lockkit.WrapDBError("cluster check", err))
+		}
+		if galera {
+			fsys = galeraFiles{files} // see galera.go
+		}
+	}
+	return runFrom(ctx, db, d, fsys, string(d), step)
 }
 
 // resolve checks ctx and opts and returns db's dialect.
