@@ -124,7 +124,10 @@ func (l *Locker) Waiting(name string) int {
 // too. It reports whether the name was held or kept.
 //
 // It ends the holds of every kind of that name: the lock, every permit of
-// the semaphore, every read and write hold of the read/write lock.
+// the semaphore, every read and write hold of the read/write lock. A
+// writer waiting for readers to leave holds the writer's place: its
+// Acquire fails with an error wrapping dblock.ErrLockLost, as rowlock's
+// does when its writer row is lost while it waits.
 func (l *Locker) Lapse(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
