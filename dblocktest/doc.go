@@ -21,12 +21,24 @@
 // code that stands for several replicas shares it, each replica's
 // acquisitions told apart by their owners.
 //
+// The Locker has rowlock's lock kinds too, with the same methods, rules
+// and errors, so code written against rowlock's can be tested the same
+// way: Semaphore(limit) (dblock.ErrLimitMismatch), Readers and Writers
+// (dblock.ErrUpgrade), AcquireAll and TryAcquireAll. Their holds are
+// lost with the rest of their name's by Lapse and Lose, and Held and
+// Waiting count them:
+//
+//	api, _ := locker.Semaphore(2)
+//	permit, _ := api.Acquire(ctx, "partner-api")
+//	locker.Lapse("partner-api") // permit.Done() is closed
+//
 // # Conformance of a Locker
 //
 // TestLocker checks, in subtests, what dblock documents of every Locker:
 // exclusion under concurrency, waiting and giving up, reentrancy, tokens,
-// loss signalled through Done, bad input refused with typed errors. Run it
-// from a test of the implementation:
+// loss signalled through Done, bad input refused with typed errors, and
+// the lock kinds the Harness declares (semaphores, read/write locks,
+// AcquireAll). Run it from a test of the implementation:
 //
 //	func TestConformance(t *testing.T) {
 //		dblocktest.TestLocker(t, dblocktest.Harness{
@@ -35,6 +47,16 @@
 //		})
 //	}
 //
-// This module runs it for rowlock and forupdate on PostgreSQL and MariaDB,
-// and for the in-memory Locker.
+// For a Locker over rowlock (a wrapper of your own), Lose ends the lease
+// with rowlock's Locker.Revoke, never by writing to the lock table:
+//
+//	Lose: func(t *testing.T, k dblock.Lock) {
+//		if _, err := operator.Revoke(context.Background(), k.Name()); err != nil {
+//			t.Fatal(err)
+//		}
+//	},
+//
+// This module runs it for rowlock and forupdate on PostgreSQL and MariaDB
+// (rowlock with its lock kinds, and on SQLite), and for the in-memory
+// Locker with its kinds.
 package dblocktest
