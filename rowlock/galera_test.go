@@ -110,7 +110,9 @@ func TestGaleraSweepKeepsOtherNodesSessions(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('sqllock.', ?), 0)`, key).Scan(&got); err != nil || got != 1 {
 		t.Fatalf("GET_LOCK: %d, %v", got, err)
 	}
-	defer func() { _, _ = conn.ExecContext(context.Background(), `SELECT RELEASE_LOCK(CONCAT('sqllock.', ?))`, key) }()
+	defer func() {
+		_, _ = conn.ExecContext(context.Background(), `SELECT RELEASE_LOCK(CONCAT('sqllock.', ?))`, key)
+	}()
 	if _, err := nodes[0].DB.ExecContext(ctx,
 		`INSERT INTO dblock_sessions (session_key, bell, started_at) VALUES (?, 0, UTC_TIMESTAMP(6))`, key); err != nil {
 		t.Fatal(err)
