@@ -51,6 +51,18 @@ const galeraPoll = 200 * time.Millisecond
 // and says how to start it.
 func Galera(t testing.TB) []Target {
 	t.Helper()
+	targets := openGalera(t)
+	if err := waitGalera(t.Context(), targets, synced(len(targets))); err != nil {
+		t.Fatalf("testdb: Galera cluster not whole: %v\n\tto fix: %s", err, galeraHowTo)
+	}
+	return targets
+}
+
+// openGalera connects to every node, with pools closed when the test ends,
+// and checks that each is a Galera node; it does not wait for them to be
+// synced.
+func openGalera(t testing.TB) []Target {
+	t.Helper()
 	dsns, err := galeraDSNs()
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
@@ -78,9 +90,6 @@ func Galera(t testing.TB) []Target {
 		}
 		targets[i] = tg
 	}
-	if err := waitGalera(t.Context(), targets, synced(len(targets))); err != nil {
-		t.Fatalf("testdb: Galera cluster not whole: %v\n\tto fix: %s", err, galeraHowTo)
-	}
 	return targets
 }
 
@@ -105,13 +114,16 @@ func galeraDSNs() ([]string, error) {
 }
 
 // IsolateNode cuts tg's node off from the rest of its cluster
-// (gmcast.isolate=1) and waits (bounded) until the node says it is no
-// longer in the Primary component; from then on it answers queries on
-// tables with error 1047 and the others go on without it. Until that
-// happens, commits freeze on every node (for about evs.suspect_timeout).
-// The node rejoins with RejoinNode, or when the test ends.
+// (gmcast.isolate=1) and waits (bounded) until the membership change is
+// over: the node says it is outside the Primary component (it answers
+// queries on tables with error 1047), and the other nodes are synced in a
+// Primary component without it. Meanwhile commits freeze on every node,
+// for about evs.suspect_timeout (5 s). tg may reach its node through a
+// Proxy: nodes are told apart by wsrep_gcomm_uuid. The node rejoins with
+// RejoinNode, or when the test ends.
 func IsolateNode(t testing.TB, tg Target) {
 	t.Helper()
+	others := otherNodes(t, tg)
 	setIsolate(t, tg, 1)
 	t.Cleanup(func() {
 		// The test may have rejoined it already; isolate=0 twice is harmless.
@@ -127,23 +139,23 @@ func IsolateNode(t testing.TB, tg Target) {
 		}
 		return nil
 	})
+	if err == nil {
+		err = waitGalera(t.Context(), others, synced(len(others)))
+	}
 	if err != nil {
 		t.Fatalf("testdb: isolating Galera node %s: %v", tg.Name, err)
 	}
 }
 
 // RejoinNode lets tg's node, cut off by IsolateNode, back into its cluster
-// (gmcast.isolate=0) and waits (bounded) until the node is Synced again in
-// a Primary component of all the cluster's nodes: it has caught up with
-// what was committed without it.
+// (gmcast.isolate=0) and waits (bounded) until every node is synced in a
+// Primary component of all of them: the node has caught up with what was
+// committed without it.
 func RejoinNode(t testing.TB, tg Target) {
 	t.Helper()
 	setIsolate(t, tg, 0)
-	n, err := galeraDSNs()
-	if err != nil {
-		t.Fatalf("testdb: %v", err)
-	}
-	if err := waitGalera(t.Context(), []Target{tg}, synced(len(n))); err != nil {
+	nodes := openGalera(t)
+	if err := waitGalera(t.Context(), nodes, synced(len(nodes))); err != nil {
 		t.Fatalf("testdb: rejoining Galera node %s: %v", tg.Name, err)
 	}
 }
@@ -161,6 +173,38 @@ func WaitSynced(t testing.TB, targets []Target) {
 	if err := waitGalera(t.Context(), targets, synced(len(n))); err != nil {
 		t.Fatalf("testdb: waiting for the Galera nodes to be synced: %v", err)
 	}
+}
+
+// otherNodes returns the cluster's nodes other than tg's, with pools of
+// their own.
+func otherNodes(t testing.TB, tg Target) []Target {
+	t.Helper()
+	self := gcommUUID(t, tg)
+	nodes := openGalera(t)
+	var others []Target
+	for _, n := range nodes {
+		if gcommUUID(t, n) != self {
+			others = append(others, n)
+		}
+	}
+	if len(others) != len(nodes)-1 {
+		t.Fatalf("testdb: %s (%s) is not one of the Galera nodes of %s (default %s)", tg.Name, tg.HostPort(), galeraEnv, DefaultGaleraDSNs)
+	}
+	return others
+}
+
+// gcommUUID is the node's identity in its cluster.
+func gcommUUID(t testing.TB, tg Target) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), pingTimeout)
+	defer cancel()
+	var id string
+	err := tg.DB.QueryRowContext(ctx, `SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+		WHERE VARIABLE_NAME = 'wsrep_gcomm_uuid'`).Scan(&id)
+	if err != nil || id == "" {
+		t.Fatalf("testdb: wsrep_gcomm_uuid of Galera node %s: %q, %v", tg.Name, id, err)
+	}
+	return id
 }
 
 func setIsolate(t testing.TB, tg Target, isolate int) {
