@@ -40,6 +40,13 @@ var flaws = []struct {
 	// Acquire runs before the Release, which nothing can make sure of.
 	{"Acquire never waits", []string{"Acquire_gives_up_when_its_context_ends"}},
 	{"Done never closed", []string{"released_lock", "loss_closes_Done_on_its_own", "loss_reported_by_Refresh"}},
+	// Flaws of the lock kinds (kindFlaws).
+	{"semaphore over its limit", []string{"semaphore", "semaphore_of_one_permit_is_a_Locker"}},
+	{"readers exclusive", []string{"read/write_lock"}},
+	{"readers ignore writers", []string{"read/write_lock"}},
+	{"upgrade waits", []string{"read/write_lock"}},
+	{"AcquireAll keeps a part", []string{"AcquireAll"}},
+	{"AcquireAll loss unseen", []string{"AcquireAll_of_two_names_is_a_Locker"}},
 }
 
 // TestSuiteCatchesBrokenLockers runs the suite, in a child process each,
@@ -97,9 +104,78 @@ func TestChildBrokenLocker(t *testing.T) {
 	// A flawed Locker may wait where it must not: fail the wait soon.
 	dblocktest.SetHangBound(2 * time.Second)
 	h := memHarness(t)
-	mem := h.New(t)
+	mem := h.New(t).(*dblocktest.Locker)
 	h.New = func(*testing.T) dblock.Locker { return &broken{Locker: mem, flaw: flaw} }
+	kindFlaws(&h, mem, flaw)
 	dblocktest.TestLocker(t, h)
+}
+
+// kindFlaws sets h's lock kinds, over mem, with flaw if it is one of
+// theirs. They ignore the Locker they are given (a broken one).
+func kindFlaws(h *dblocktest.Harness, mem *dblocktest.Locker, flaw string) {
+	h.Semaphore = func(_ dblock.Locker, limit int) (dblock.Locker, error) {
+		if flaw == "semaphore over its limit" && limit < dblocktest.MaxSemaphoreLimit {
+			limit++
+		}
+		return mem.Semaphore(limit)
+	}
+	h.ReadWrite = func(dblock.Locker) (dblock.Locker, dblock.Locker) {
+		switch flaw {
+		case "readers exclusive":
+			return mem.Writers(), mem.Writers()
+		case "readers ignore writers":
+			return dblocktest.NewLocker().Readers(), mem.Writers()
+		case "upgrade waits":
+			return mem.Readers(), freshOwner{mem.Writers()}
+		}
+		return mem.Readers(), mem.Writers()
+	}
+	h.Multi = func(dblock.Locker) (dblocktest.MultiFunc, dblocktest.MultiFunc) {
+		all, try := dblocktest.MultiOf(mem.AcquireAll), dblocktest.MultiOf(mem.TryAcquireAll)
+		switch flaw {
+		case "AcquireAll keeps a part":
+			try = func(ctx context.Context, names []string, opts ...dblock.Option) (dblock.Lock, error) {
+				ctx = dblock.WithOwner(ctx, fmt.Sprint("part-", owners.Add(1)))
+				for _, name := range names {
+					if _, err := mem.TryAcquire(ctx, name, opts...); err != nil {
+						return nil, err // what was taken stays held
+					}
+				}
+				return mem.TryAcquireAll(ctx, names, opts...)
+			}
+		case "AcquireAll loss unseen":
+			unseen := func(f dblocktest.MultiFunc) dblocktest.MultiFunc {
+				return func(ctx context.Context, names []string, opts ...dblock.Option) (dblock.Lock, error) {
+					k, err := f(ctx, names, opts...)
+					if err != nil {
+						return nil, err
+					}
+					return &brokenLock{Lock: k, flaw: "Done never closed"}, nil
+				}
+			}
+			all, try = unseen(all), unseen(try)
+		}
+		return all, try
+	}
+}
+
+// freshOwner is a Locker that acquires for a fresh owner whatever the
+// context carries: a reader asking to write is not recognised, and waits.
+type freshOwner struct{ dblock.Locker }
+
+func (f freshOwner) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	return f.Locker.Acquire(f.fresh(ctx), name, opts...)
+}
+
+func (f freshOwner) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+	return f.Locker.TryAcquire(f.fresh(ctx), name, opts...)
+}
+
+func (freshOwner) fresh(ctx context.Context) context.Context {
+	if _, ok := dblock.OwnerFromContext(ctx); !ok {
+		return ctx
+	}
+	return dblock.WithOwner(ctx, fmt.Sprint("fresh-", owners.Add(1)))
 }
 
 // owners numbers the owners of the "owner ignored" flaw.

@@ -89,7 +89,9 @@ func (s *suite) rwUpgrade(t *testing.T) {
 		how  string
 		take func(context.Context, string, ...dblock.Option) (dblock.Lock, error)
 	}{{"TryAcquire", writers.TryAcquire}, {"Acquire", writers.Acquire}} {
-		k, err := call.take(r.Context(), name)
+		// The reader's owner, in a context bounded as the suite's are (the
+		// hold's Context lasts as long as the hold).
+		k, err := call.take(dblock.WithOwner(ctx, r.Owner().ID), name)
 		if err == nil {
 			releaseAtEnd(t, k)
 		}
