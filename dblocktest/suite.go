@@ -24,8 +24,9 @@ type Harness struct {
 	New func(t *testing.T) dblock.Locker
 
 	// Lose makes lock lost from outside its process, as the holder's
-	// database would: the lease ended (rowlock), the session killed
-	// (forupdate), Locker.Lapse (in memory). The holder learns it at its
+	// database would: the lease ended (rowlock's Locker.Revoke, never a
+	// write to the lock table), the session killed (forupdate),
+	// Locker.Lapse (in memory). The holder learns it at its
 	// next check, a Refresh or its own background one, and another owner
 	// can then take the name (at once, or by waiting for it). Optional:
 	// without it the suite does not test loss, and says so in the log.

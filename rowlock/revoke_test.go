@@ -78,6 +78,80 @@ func TestRevoke(t *testing.T) {
 	}
 }
 
+// TestRevokeWaitsForFencedTransaction: a transaction that proved the hold
+// with CheckHeld keeps Revoke waiting until it ends, so what it writes is
+// committed before the lease ends. Revoke is seen waiting for the
+// transaction's row lock by the server's own lock views.
+func TestRevokeWaitsForFencedTransaction(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
+			defer cancel()
+			holder, operator := newLocker(t, tg.DB), newLocker(t, tg.DB)
+			name := testdb.Name(t)
+			k := tryHold(t, holder, ctx, name)
+			self := `SELECT pg_backend_pid()`
+			blocked := `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`
+			poll := 5 * time.Millisecond
+			if tg.Dialect == dblock.MySQL {
+				// InnoDB refreshes these views at most every 0.1 s.
+				poll = 150 * time.Millisecond
+				self = `SELECT CONNECTION_ID()`
+				blocked = `SELECT count(*) FROM information_schema.INNODB_LOCK_WAITS w
+JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id WHERE b.trx_mysql_thread_id = ?`
+			}
+			tx, err := tg.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			var session int64
+			if err := tx.QueryRowContext(ctx, self).Scan(&session); err != nil {
+				t.Fatal(err)
+			}
+			if err := k.(dblock.Fencer).CheckHeld(ctx, tx); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				revoked bool
+				err     error
+			}
+			revoked := make(chan result, 1)
+			go func() {
+				ok, err := operator.Revoke(ctx, name)
+				revoked <- result{ok, err}
+			}()
+			for {
+				select {
+				case r := <-revoked:
+					t.Fatalf("Revoke returned (%v, %v) while a fenced transaction held the row", r.revoked, r.err)
+				default:
+				}
+				var n int
+				if err := tg.DB.QueryRowContext(ctx, blocked, session).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n > 0 {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatal("Revoke never waited for the fenced transaction")
+				}
+				time.Sleep(poll)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if r := <-revoked; r.err != nil || !r.revoked {
+				t.Fatalf("Revoke after the fenced transaction = %v, %v; want true, nil", r.revoked, r.err)
+			}
+			if err := k.Refresh(ctx); !errors.Is(err, dblock.ErrLockLost) {
+				t.Fatalf("Refresh after Revoke = %v, want dblock.ErrLockLost", err)
+			}
+		})
+	}
+}
+
 // TestRevokeBadInput: bad input is refused with a typed error, a closed
 // Locker with dblock.ErrClosed.
 func TestRevokeBadInput(t *testing.T) {
