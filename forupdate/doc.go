@@ -25,7 +25,14 @@
 // name, with gaps: the counter is shared by all names. On PostgreSQL, a
 // token drawn by a transaction that never committed can be handed out
 // again after a crash of the database server, if no other commit flushed
-// the log in between. MariaDB's sequence writes its row once per 1000
+// the log in between. A failover is another matter: the lock's
+// transaction has not committed when its token is drawn, so no standby,
+// synchronous or not, has the draw, and the promoted server's sequence
+// may repeat it. So on PostgreSQL a token is the sequence's value plus
+// the server's WAL timeline shifted left by 40 bits
+// (lockkit.PgTimelineBase): a promotion starts a larger timeline, and the
+// promoted server's tokens are above every token of the old primary.
+// MariaDB's sequence writes its row once per 1000
 // values, before handing them out; a restart skips what was left.
 //
 // A sequence leaves the lock transaction as light as the bare recipe's:

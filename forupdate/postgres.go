@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
@@ -36,11 +37,15 @@ const pgTopLevelAlive = `SELECT backend_xid IS NOT NULL FROM pg_stat_activity WH
 func newPostgres(db *sql.DB, table, counter string) *postgres {
 	// The outer SELECT computes nextval only for the row the CTE returns,
 	// that is once the row lock is held: a token drawn before winning the
-	// lock could be smaller than the one of a holder that won first.
+	// lock could be smaller than the one of a holder that won first. The
+	// timeline's base (lockkit.PgTimelineBase) keeps tokens drawn after a
+	// promotion above those of the old primary: nextval is drawn in the
+	// lock's own transaction, which no synchronous standby covers until it
+	// commits, so the promoted server's sequence may repeat values.
 	lock := func(mode string) string {
 		return `WITH locked AS (SELECT name FROM ` + table + ` WHERE name = $1 ` + mode + `),
 cfg AS (SELECT set_config('idle_in_transaction_session_timeout', $2, true))
-SELECT nextval('` + counter + `') FROM locked, cfg`
+SELECT ` + lockkit.PgTimelineBase + ` + nextval('` + counter + `') FROM locked, cfg`
 	}
 	return &postgres{
 		db:        pgxrow.Wrap(db),

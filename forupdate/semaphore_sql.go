@@ -3,6 +3,8 @@ package forupdate
 import (
 	"strconv"
 	"strings"
+
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // semaphoresTable records each semaphore's limit, created by migration 3
@@ -66,7 +68,7 @@ ON CONFLICT (name) DO NOTHING`,
 			return `WITH slot AS (SELECT name FROM ` + table + ` WHERE name IN (` + list(n, 2, pgPlaceholder) + `)
 LIMIT 1 FOR UPDATE SKIP LOCKED),
 cfg AS (SELECT set_config('idle_in_transaction_session_timeout', $1, true))
-SELECT slot.name, nextval('` + counter + `') FROM slot, cfg`
+SELECT slot.name, ` + lockkit.PgTimelineBase + ` + nextval('` + counter + `') FROM slot, cfg`
 		},
 		ttlArg: true,
 		existing: func(n int) string {

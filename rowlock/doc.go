@@ -22,6 +22,20 @@
 // the lock is still held and keeps it from being taken until that
 // transaction ends.
 //
+// # Fencing tokens across a failover
+//
+// A primary that dies can take its last commits with it when its standby
+// replicates asynchronously (PostgreSQL's default): takeovers and the
+// tokens they drew, which the promoted standby never saw. So on
+// PostgreSQL every token drawn carries the server's WAL timeline in its
+// high bits (lockkit.PgTimelineBase: at least timeline<<40), read in the
+// statement that draws it. Promotion starts a new, larger timeline at
+// once, so the first token the promoted server draws for a name is above
+// every token the old primary drew for it, lost or not, and none is handed
+// out twice. Rows written before this scheme (timeline 0 in the high bits)
+// jump once to their timeline's base at their next takeover: tokens still
+// only grow. MySQL and SQLite have no timeline; their tokens count from 1.
+//
 // # Fencing: why no one takes a lock under an open fenced transaction
 //
 // CheckHeld reads the holder's row with its name, owner and token, and a

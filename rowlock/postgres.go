@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 )
 
@@ -54,10 +55,17 @@ type postgresStore struct {
 const pgTake = pgTakeSet + `WHERE l.name = $1
 ` + pgTakeWhere
 
+// pgNextToken is the token of a takeover: one above the row's, and at
+// least one above the current timeline's base (lockkit.PgTimelineBase), so
+// that a token drawn after a promotion is above every token of the
+// timeline before, replicated or not (see the package doc, Fencing tokens
+// across a failover).
+const pgNextToken = `GREATEST(l.token + 1, ` + lockkit.PgTimelineBase + ` + 1)`
+
 // pgTakeSet and pgTakeWhere are pgTake around its first condition.
 const pgTakeSet = `
 UPDATE ` + locksTable + ` AS l SET
-    token          = CASE WHEN l.expires_at <= clock_timestamp() THEN l.token + 1 ELSE l.token END,
+    token          = CASE WHEN l.expires_at <= clock_timestamp() THEN ` + pgNextToken + ` ELSE l.token END,
     hold_count     = CASE WHEN l.expires_at <= clock_timestamp() THEN 1 ELSE l.hold_count + 1 END,
     note           = CASE WHEN l.expires_at <= clock_timestamp() THEN $4 ELSE l.note END,
     acquired_at    = CASE WHEN l.expires_at <= clock_timestamp() THEN clock_timestamp() ELSE l.acquired_at END,
@@ -65,7 +73,7 @@ UPDATE ` + locksTable + ` AS l SET
                           THEN clock_timestamp() + $6::bigint * interval '1 microsecond' ELSE l.min_hold_until END,
     wanted         = CASE WHEN l.expires_at <= clock_timestamp() THEN false ELSE l.wanted END,
     session_key    = CASE WHEN l.expires_at <= clock_timestamp() OR l.session_key = $8 THEN $8 ELSE 0 END,
-    session_token  = CASE WHEN l.expires_at <= clock_timestamp() THEN l.token + 1 ELSE l.session_token END,
+    session_token  = CASE WHEN l.expires_at <= clock_timestamp() THEN ` + pgNextToken + ` ELSE l.session_token END,
     owner_host     = $2,
     owner_id       = $3,
     expires_at     = GREATEST(clock_timestamp() + $5::bigint * interval '1 microsecond',
@@ -125,12 +133,12 @@ const (
 const pgInsert = `
 WITH fence AS (
     INSERT INTO ` + fencesTable + ` AS f (stripe, token)
-    SELECT $2::integer, 1
+    SELECT $2::integer, ` + lockkit.PgTimelineBase + ` + 1
     WHERE NOT EXISTS (SELECT 1 FROM ` + locksTable + ` WHERE name = $1)
       AND ` + pgInsertMark + `
       AND NOT EXISTS (SELECT 1 FROM ` + waitersTable + ` w
                       WHERE w.name = $1 AND w.id < $8 AND w.expires_at > clock_timestamp())
-    ON CONFLICT (stripe) DO UPDATE SET token = f.token + 1
+    ON CONFLICT (stripe) DO UPDATE SET token = GREATEST(f.token + 1, ` + lockkit.PgTimelineBase + ` + 1)
     RETURNING f.token
 )
 INSERT INTO ` + locksTable + `
