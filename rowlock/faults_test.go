@@ -196,7 +196,9 @@ func TestFencedWrite(t *testing.T) {
 			var taker dblock.Lock
 			go func() {
 				var err error
-				taker, err = b.TryAcquire(ctx, name)
+				// Acquire: TryAcquire would not wait for the row lock,
+				// and say ErrNotAcquired (TestNoTakeoverUnderAnOpenFence).
+				taker, err = b.Acquire(ctx, name)
 				taken <- err
 			}()
 			waitBlockedOnRowLock(t, tg)

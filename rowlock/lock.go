@@ -77,7 +77,10 @@ func safetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 // lock already: it is given back, and the try counts as not acquired.
 func (l *Locker) won(ctx context.Context, a attempt, token int64, sent time.Time) *Lock {
 	k := l.newLock(ctx, a, token, sent)
-	if clock.Now().Before(k.deadline) {
+	k.mu.Lock()
+	deadline := k.deadline
+	k.mu.Unlock()
+	if clock.Now().Before(deadline) {
 		return k
 	}
 	l.cfg.logger.Warn("rowlock: an acquisition answered after its lease's deadline; giving it back", "name", a.name, "token", token)
@@ -239,6 +242,12 @@ func (k *Lock) renewOnce(ctx context.Context) error {
 // every TTL/20 until the deadline, when it declares the lock lost.
 func (k *Lock) renewLoop(next time.Time) {
 	defer close(k.renewDone)
+	var stalled []chan error
+	defer func() {
+		for _, done := range stalled {
+			<-done
+		}
+	}()
 	interval := k.ttl / 3
 	retry := max(k.ttl/20, 10*time.Millisecond)
 	timer := time.NewTimer(time.Until(next))
@@ -270,7 +279,7 @@ func (k *Lock) renewLoop(next time.Time) {
 		}
 		// A renewal must not outlive the deadline, nor a Release.
 		ctx, cancel := context.WithDeadline(k.renewCtx, deadline)
-		err := k.renewBy(ctx)
+		err := k.renewBy(ctx, &stalled)
 		cancel()
 		if k.renewCtx.Err() != nil {
 			return
@@ -295,14 +304,16 @@ func (k *Lock) renewLoop(next time.Time) {
 	}
 }
 
-// renewBy renews once, and declares the lock lost when ctx's deadline
-// passes before the renewal has returned. Statements stop at their
-// context's end, but database/sql's Tx.Commit takes no context: a
-// renewal's COMMIT that the server holds up (a synchronous standby gone
-// away, a Galera cluster's membership change) would keep Done open past
-// the deadline, while the lease it could not extend lapses. The renewal
-// is still waited for before renewBy returns: the loop owns it.
-func (k *Lock) renewBy(ctx context.Context) error {
+// renewBy renews once, and returns ctx's error when ctx ends before the
+// renewal has: statements stop at their context's end, but database/sql's
+// Tx.Commit takes no context, and a renewal's COMMIT that the server
+// holds up (a synchronous standby gone away, a Galera cluster's
+// membership change) would keep the loop, and Done, waiting past the
+// deadline while the lease it could not extend lapses. The loop then
+// finds its deadline passed and declares the lock lost at once; the
+// renewal still running is left in stalled, for the loop to wait for
+// before it ends (it owns it).
+func (k *Lock) renewBy(ctx context.Context, stalled *[]chan error) error {
 	done := make(chan error, 1)
 	go func() { done <- k.renewOnce(ctx) }()
 	select {
@@ -312,14 +323,11 @@ func (k *Lock) renewBy(ctx context.Context) error {
 	}
 	select {
 	case err := <-done:
-		return err // it returned as the deadline passed
+		return err // it returned as ctx ended
 	default:
+		*stalled = append(*stalled, done)
+		return ctx.Err()
 	}
-	if k.renewCtx.Err() == nil {
-		k.lose(errors.New("lease not renewed in time: the renewal had not returned by the deadline"))
-	}
-	<-done
-	return k.Err()
 }
 
 // lostCause is the metric's cause of a loss.
