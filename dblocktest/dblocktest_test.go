@@ -47,6 +47,7 @@ func memHarness(t *testing.T) dblocktest.Harness {
 			m := l.(*dblocktest.Locker)
 			return m.Readers(), m.Writers()
 		},
+		WritersFirst: true,
 		Multi: func(l dblock.Locker) (dblocktest.MultiFunc, dblocktest.MultiFunc) {
 			m := l.(*dblocktest.Locker)
 			return dblocktest.MultiOf(m.AcquireAll), dblocktest.MultiOf(m.TryAcquireAll)

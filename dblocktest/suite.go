@@ -67,6 +67,12 @@ type Harness struct {
 	// (rowlock.Locker.Readers and Writers, Locker.Readers and Writers).
 	ReadWrite func(l dblock.Locker) (readers, writers dblock.Locker)
 
+	// WritersFirst is set when, once a writer waits, new readers wait
+	// behind it (rowlock, the in-memory Locker; forupdate on InnoDB, not
+	// on PostgreSQL): the suite then checks that readers cannot starve a
+	// writer.
+	WritersFirst bool
+
 	// Multi returns l's AcquireAll and TryAcquireAll (see MultiOf).
 	Multi func(l dblock.Locker) (acquireAll, tryAcquireAll MultiFunc)
 }

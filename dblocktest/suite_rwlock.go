@@ -14,14 +14,19 @@ import (
 // rwRules: readers share a name and exclude writers, writers exclude
 // both; a reader asking to write gets dblock.ErrUpgrade at once; a writer
 // may read; readers refuse dblock.Fair; once a writer waits, new readers
-// wait behind it while a reader already in may read again; a writer's
-// token is above every earlier token, a reader's the last writer's when
-// no writer came since (at least the last writer's, under contention).
+// wait behind it while a reader already in may read again (with
+// Harness.WritersFirst); a writer's token is above every earlier token,
+// a reader's at least the last writer's (rowlock's is the last writer's;
+// forupdate's readers draw their own on some databases).
 func (s *suite) rwRules(t *testing.T) {
 	t.Run("readers share, writers exclude", s.rwShare)
 	t.Run("upgrade refused", s.rwUpgrade)
 	t.Run("writer may read", s.rwWriterReads)
-	t.Run("writers are not starved", s.rwNoStarve)
+	if s.h.WritersFirst {
+		t.Run("writers are not starved", s.rwNoStarve)
+	} else {
+		t.Log("dblocktest: writers first not tested: Harness.WritersFirst is not set")
+	}
 	t.Run("exclusion under concurrency", s.rwExclusion)
 	t.Run("readers refuse Fair", func(t *testing.T) {
 		readers, _ := s.h.ReadWrite(s.h.New(t))
@@ -52,8 +57,8 @@ func (s *suite) rwShare(t *testing.T) {
 		if r.Name() != name {
 			t.Errorf("Name() = %q, want %q", r.Name(), name)
 		}
-		if r.Token() != w0.Token() {
-			t.Errorf("reader's token %d, want the last writer's %d", r.Token(), w0.Token())
+		if r.Token() < w0.Token() {
+			t.Errorf("reader's token %d, want at least the last writer's %d", r.Token(), w0.Token())
 		}
 	}
 	refused(t, wa, ctx, name, "writer while two readers hold")
@@ -63,8 +68,8 @@ func (s *suite) rwShare(t *testing.T) {
 	release(t, r2)
 
 	w := hold(t, wb, ctx, name)
-	if w.Token() <= w0.Token() {
-		t.Errorf("writer's token %d, want more than the previous writer's %d", w.Token(), w0.Token())
+	if w.Token() <= max(w0.Token(), r1.Token(), r2.Token()) {
+		t.Errorf("writer's token %d, want more than the previous writer's %d and readers' %d, %d", w.Token(), w0.Token(), r1.Token(), r2.Token())
 	}
 	refused(t, ra, ctx, name, "reader while a writer holds")
 	waiter := acquireAsync(t, ra, ctx, name)
@@ -73,8 +78,8 @@ func (s *suite) rwShare(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("waiting reader after the writer's Release = %v", r.err)
 	}
-	if r.lock.Token() != w.Token() {
-		t.Errorf("reader's token %d, want the last writer's %d", r.lock.Token(), w.Token())
+	if r.lock.Token() < w.Token() {
+		t.Errorf("reader's token %d, want at least the last writer's %d", r.lock.Token(), w.Token())
 	}
 	release(t, r.lock)
 }
@@ -156,7 +161,7 @@ func (s *suite) rwNoStarve(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	again := hold(t, rb, r.Context(), name)
+	again := hold(t, ra, r.Context(), name)
 	select {
 	case got := <-writer:
 		if got.lock != nil {
@@ -219,9 +224,10 @@ func (s *suite) rwExclusion(t *testing.T) {
 				case write && k.Token() <= max(lastWrite, maxRead):
 					t.Errorf("writer's token %d after a writer's %d and readers' up to %d, want it larger", k.Token(), lastWrite, maxRead)
 				case !write && k.Token() < lastWrite:
-					// rowlock hands readers the token of the writer row:
-					// the last writer's, or that of a writer that took the
-					// row and left it without getting in.
+					// rowlock's readers get the token of the writer row
+					// (the last writer's, or that of a writer that took the
+					// row and left without getting in); forupdate's draw
+					// their own on some databases.
 					t.Errorf("reader's token %d, want at least the last writer's %d", k.Token(), lastWrite)
 				}
 				if write {

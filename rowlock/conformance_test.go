@@ -42,6 +42,7 @@ func TestConformance(t *testing.T) {
 					r := l.(*rowlock.Locker)
 					return r.Readers(), r.Writers()
 				}
+				h.WritersFirst = true
 				h.Multi = func(l dblock.Locker) (dblocktest.MultiFunc, dblocktest.MultiFunc) {
 					r := l.(*rowlock.Locker)
 					return dblocktest.MultiOf(r.AcquireAll), dblocktest.MultiOf(r.TryAcquireAll)
