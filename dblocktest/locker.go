@@ -15,7 +15,10 @@ import (
 // tests of code that takes locks. It behaves as rowlock's Locker does as
 // seen through dblock (the same validation and errors, reentrancy by owner,
 // tokens, Fair, MinHold) and passes TestLocker; a test makes a held lock
-// lapse or be lost with Lapse and Lose.
+// lapse or be lost with Lapse and Lose. It has rowlock's lock kinds too,
+// with rowlock's methods, rules and errors: Semaphore, Readers and
+// Writers, AcquireAll and TryAcquireAll. Unlike rowlock, a semaphore
+// hands out the lowest free slot, not a random one.
 //
 // A Locker is one lock space, as one database is: code that stands for
 // several replicas in a test shares one Locker, and each replica's
