@@ -14,7 +14,9 @@
 // of each row's stripe to the row's token, and a fresh row draws its first
 // token from that counter in the statement or transaction that inserts it.
 // So tokens grow strictly per name across releases, takeovers, sweeps and
-// restarts. Do not delete lock rows by hand.
+// restarts. Do not delete lock rows by hand: to free a lock whose holder
+// is stuck, or to make a hold lost in a test, Revoke ends its lease and
+// keeps its token.
 //
 // A holder that cannot renew in time closes Done and cancels its Context
 // before the database could consider the lease expired. Data written under
