@@ -20,6 +20,16 @@
 // without deadlocking itself. A context without an owner gets a fresh one,
 // so two unrelated goroutines never share a lock by accident.
 //
+// # Errors and retries
+//
+// Errors wrap this package's sentinels; test for them with errors.Is. The
+// ones an acquisition's caller acts on: ErrNotAcquired (another owner holds
+// the lock: skip, or wait), ErrUnavailable (the database cannot be reached:
+// try later, alert), ErrReadOnly (a standby after a failover) and
+// ErrSchemaMissing (run migrations.Up). TryAcquire gives up at once and
+// Acquire waits until ctx ends; TryAcquireRetry, in between, tries a
+// bounded number of times with growing, jittered pauses (Retry).
+//
 // # Time
 //
 // Leases are judged by the database clock only. Client clocks are used for one

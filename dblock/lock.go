@@ -11,7 +11,9 @@ import (
 // Errors of every method wrap one of this package's sentinels where one
 // applies: ErrNotAcquired only when another owner holds the lock (or ctx
 // ended while waiting); a server that cannot take locks says why instead
-// (ErrReadOnly after a failover to a standby, ErrSchemaMissing, ErrClosed).
+// (ErrUnavailable when it cannot be reached, ErrReadOnly after a failover
+// to a standby, ErrSchemaMissing, ErrClosed). Acquire returns
+// ErrUnavailable at once rather than waiting for the server to come back.
 type Locker interface {
 	// Acquire waits until the lock is held or ctx ends. When ctx ends first
 	// the error joins ErrNotAcquired and ctx.Err(). If ctx carries an owner
@@ -45,16 +47,22 @@ type Lock interface {
 	Done() <-chan struct{}
 
 	// Err is nil while the lock is held; after Done it is ErrReleased or an
-	// error wrapping ErrLockLost and the cause.
+	// error wrapping ErrLockLost and the cause (ErrUnavailable among them
+	// when the lock's connection to the database failed).
 	Err() error
 
-	// Refresh renews the lease now. Returns ErrNotHeld after Release, and an
-	// error wrapping ErrLockLost when the lock has been lost.
+	// Refresh renews the lease now. Returns ErrNotHeld after Release, an
+	// error wrapping ErrLockLost when the lock has been lost, and one
+	// wrapping ErrUnavailable when the database cannot be reached (the
+	// lock may still be held until its lease runs out).
 	Refresh(ctx context.Context) error
 
 	// Release gives up this hold. The lock is freed when the last reentrant
 	// hold is released (and MinHold has passed). Releasing twice returns
 	// ErrNotHeld; releasing a lost lock returns an error wrapping ErrLockLost.
+	// An error wrapping ErrUnavailable means the release did not reach the
+	// database: the lock ends with its lease (or its connection) unless a
+	// later Release gets through.
 	Release(ctx context.Context) error
 }
 
