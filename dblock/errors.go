@@ -57,17 +57,17 @@ var (
 	ErrReadOnly = errors.New("dblock: the database is read-only (a standby or replica, or read-only mode): locks cannot be taken, renewed or released there")
 
 	// ErrUnavailable means the database could not be reached or ended the
-	// connection: refused, not resolved, timed out while connecting, closed
-	// mid-statement, shutting down or starting up, out of connections, or
-	// an SQLite file that cannot be opened. It may work again later
-	// (`sqllock` exits 69 on it); the driver's error stays in the chain, so
-	// errors.As still finds it. Every method of sqllock's Lockers and locks
-	// that talks to the database can return it (see Locker), as can
-	// migrations.Up, Down and Version; a holder whose renewals fail this way
-	// keeps retrying until its deadline, then loses the lock with this
-	// error as the cause. A deadline or cancellation of the caller's own
-	// context is reported as such (ErrNotAcquired joined with ctx.Err() for
-	// an acquisition), not as ErrUnavailable.
+	// connection: refused, not resolved, timed out while connecting, cut
+	// mid-statement, shutting down or starting up, out of connections; for
+	// SQLite, a file that cannot be opened. It may work again later
+	// (`sqllock` exits 69 on it). The driver's error stays in the chain for
+	// errors.As. Acquire, TryAcquire, Refresh and Release of sqllock's
+	// Lockers and locks return it (Acquire at once, without waiting for the
+	// server to come back), as do their listing methods and migrations.Up,
+	// Down and Version; Lock.Err wraps it next to ErrLockLost when a lock
+	// was lost because its connection failed. It is never ErrNotAcquired,
+	// and the end of the caller's own context is not it: an acquisition
+	// cut short by ctx returns ErrNotAcquired joined with ctx.Err().
 	ErrUnavailable = errors.New("dblock: database unavailable")
 
 	// ErrCannotFence is returned by CheckHeld for a lock that cannot prove
