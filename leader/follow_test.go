@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock/forupdate"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/leader"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // hangLimit only stops a hung test; nothing is measured against it.
@@ -26,7 +28,7 @@ type term struct {
 
 // replica is a Leader with a Locker of its own, run until the test ends.
 // Its function reports each term on elected and leads until its context
-// ends, or resigns from inside when told to.
+// ends, or resigns from inside when told to (once).
 type replica struct {
 	ld           *leader.Leader
 	value        string
@@ -38,9 +40,13 @@ type replica struct {
 
 func startReplica(t *testing.T, tg testdb.Target, name, value string, elected chan<- term, opts ...leader.Option) *replica {
 	t.Helper()
-	r := &replica{value: value, resignFromFn: make(chan struct{}), resignErr: make(chan error, 1), done: make(chan error, 1)}
+	r := &replica{value: value, resignFromFn: make(chan struct{}, 1), resignErr: make(chan error, 1), done: make(chan error, 1)}
 	ld, err := leader.New(newTestLocker(t, tg.DB), name, func(ctx context.Context) error {
-		elected <- term{r: r, ctx: ctx, lock: r.ld.Lock()}
+		select { // never stuck here, even in a test that has failed
+		case elected <- term{r: r, ctx: ctx, lock: r.ld.Lock()}:
+		case <-ctx.Done():
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 		case <-r.resignFromFn:
@@ -176,8 +182,8 @@ func TestResignHandsOver(t *testing.T) {
 		// at once (then it is alone, so that it must be the next leader)
 		sitOut bool
 	}{
-		{"from outside", 3, false, true},
-		{"from the function", 3, true, true},
+		{"from outside", 2, false, true},
+		{"from the function", 2, true, true},
 		{"alone, campaigns again", 1, false, false},
 	}
 	for _, tg := range testdb.AllTargets(t) {
@@ -202,7 +208,7 @@ func TestResignHandsOver(t *testing.T) {
 				observeUntil(t, infos, infoOf(name, first))
 
 				if c.fromFn {
-					close(first.r.resignFromFn)
+					first.r.resignFromFn <- struct{}{}
 					if err := <-first.r.resignErr; err != nil {
 						t.Fatalf("Resign from the function = %v", err)
 					}
@@ -239,13 +245,18 @@ func TestResignHandsOver(t *testing.T) {
 					t.Fatalf("Resign while sitting out = %v, want ErrNotLeader", err)
 				}
 				if c.sitOut {
-					// The resigned replica still campaigns after its pause; it
-					// sits out meanwhile: when the new leader stops, a third
-					// replica takes over.
+					// The resigned replica sits out its pause: when the new
+					// leader has stopped, one that starts campaigning only
+					// then is elected, not the one that resigned.
 					next.r.stop()
+					if err := <-next.r.done; !errors.Is(err, context.Canceled) {
+						t.Fatalf("Run of the new leader after stop = %v", err)
+					}
+					next.r.done <- context.Canceled // for its cleanup
+					late := startReplica(t, tg, name, "late", elected, leader.WithResignPause(pause))
 					third := nextTerm(t, elected)
-					if third.r == first.r || third.r == next.r {
-						t.Fatalf("after the new leader stopped, %s was elected", third.r.value)
+					if third.r != late {
+						t.Fatalf("after the new leader stopped, %s was elected, not the late replica", third.r.value)
 					}
 					observeUntil(t, infos, infoOf(name, third), infoOf(name, next))
 				}
@@ -385,4 +396,48 @@ func TestFollowErrors(t *testing.T) {
 			t.Errorf("Observe over a closed *sql.DB sent %+v", info)
 		}
 	})
+}
+
+// TestObserveThroughOutage: while the database cannot be reached, Observe
+// says so once and keeps polling; once it can be again, it reports the
+// leader elected meanwhile.
+func TestObserveThroughOutage(t *testing.T) {
+	const failed = `msg="leader: observing the leadership failed; retrying"`
+	for _, tg := range testdb.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			name := testdb.Name(t)
+			proxy := testdb.NewProxy(t, tg.HostPort())
+			var logs lockedBuffer
+			l, err := rowlock.New(testdb.Open(t, tg, tg.DSNVia(proxy.Addr())),
+				rowlock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			follower, err := leader.New(l, name, nil, leader.WithObserveInterval(10*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			infos := observe(t, follower)
+			if info := <-infos; info != (leader.Info{Name: name}) {
+				t.Fatalf("Observe first sent %+v, want no leader", info)
+			}
+
+			proxy.Cut()
+			for i := 0; !strings.Contains(logs.String(), failed); i++ {
+				if i == 6000 { // against hangs only
+					t.Fatalf("no failure logged while cut off; logs: %s", logs.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			elected := make(chan term, 1)
+			startReplica(t, tg, name, "elected while cut off", elected)
+			e := nextTerm(t, elected)
+			proxy.Restore()
+			observeUntil(t, infos, infoOf(name, e))
+			if n := strings.Count(logs.String(), failed); n != 1 {
+				t.Fatalf("the outage was logged %d times, want once; logs: %s", n, logs.String())
+			}
+		})
+	}
 }
