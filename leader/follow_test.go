@@ -16,6 +16,9 @@ import (
 	"github.com/sqllock/sqllock/rowlock"
 )
 
+// rowlock's Locker tells followers who leads.
+var _ leader.HolderTeller = (*rowlock.Locker)(nil)
+
 // hangLimit only stops a hung test; nothing is measured against it.
 const hangLimit = 60 * time.Second
 
@@ -374,6 +377,31 @@ func TestFollowErrors(t *testing.T) {
 		}
 		if infos, err := ld.Observe(t.Context()); !errors.Is(err, leader.ErrCannotTell) || infos != nil {
 			t.Errorf("Observe over forupdate = %v, %v; want ErrCannotTell", infos, err)
+		}
+
+		// Resign needs no HolderTeller.
+		terms := make(chan context.Context, 2)
+		resigner, err := leader.New(fl, testdb.Name(t), func(ctx context.Context) error {
+			terms <- ctx
+			<-ctx.Done()
+			return nil
+		}, leader.WithResignPause(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(t.Context())
+		ran := make(chan error, 1)
+		go func() { ran <- resigner.Run(runCtx) }()
+		fnCtx := <-terms
+		if err := resigner.Resign(t.Context()); err != nil {
+			t.Errorf("Resign over forupdate = %v", err)
+		}
+		if cause := context.Cause(fnCtx); !errors.Is(cause, leader.ErrResigned) {
+			t.Errorf("the function's context cause = %v, want ErrResigned", cause)
+		}
+		stop()
+		if err := <-ran; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run after stop = %v", err)
 		}
 	})
 
