@@ -64,13 +64,19 @@
 // After the wait each row is read in its newest version: a holder that
 // renewed in between is live and waited for; one whose lease lapsed can no
 // longer pass CheckHeld, whose read requires a live lease, and its
-// renewals never revive a lapsed lease. TryAcquire and the tries of the
-// kinds' TryAcquire never wait for such a row lock: they answer
-// dblock.ErrNotAcquired at once (PostgreSQL: a lock_timeout set for the
-// take's own statement; MariaDB: SET STATEMENT innodb_lock_wait_timeout=0;
-// MySQL, which has neither, reads the row first and does not try a lease
-// with time left). A fenced transaction also holds off its own holder's
-// renewals: keep it shorter than the TTL.
+// renewals never revive a lapsed lease.
+//
+// TryAcquire does not wait behind a live holder's fenced transaction: its
+// take does not wait for row locks (PostgreSQL: a lock_timeout set for the
+// take's own statement; MariaDB: SET STATEMENT innodb_lock_wait_timeout=0),
+// and when it finds the row locked, a plain read tells a live lease (not
+// acquired, at once) from a lapsed one, whose lock is most likely brief (a
+// sweep deleting the row, a take or release in flight): the take is tried
+// again waiting at most a second, then not acquired. MySQL has neither
+// setting: there a try reads the row first and does not try a lease with
+// time left. The kinds' TryAcquire does not wait at all. A fenced
+// transaction also holds off its own holder's renewals: keep it shorter
+// than the TTL.
 //
 // # Releases that do not wait for the disk
 //

@@ -43,14 +43,33 @@ type mysqlStore struct {
 // fenced transaction) makes it wait, for at most innodb_lock_wait_timeout.
 const nowaitPrefix = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR "
 
+// briefWaitPrefix is the second try of a take that nowaitPrefix found
+// locked on a row whose lease has lapsed: most likely by something brief
+// (a sweep deleting the row, a take or a release in flight), so it waits,
+// but only a second (MariaDB counts whole seconds): a fenced transaction
+// of a holder whose lease lapsed may be what holds it.
+const briefWaitPrefix = "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+
 // take runs one of the take statements, as a try that does not wait for
 // row locks when a.nowait; busy reports a statement that would have.
 func (s mysqlStore) take(ctx context.Context, a attempt, query string, args ...any) (res sql.Result, busy bool, err error) {
 	if a.nowait && !s.noSetStatement.Load() {
 		res, err = s.hot.ExecContext(ctx, nowaitPrefix+query, args...)
 		var myErr *mysql.MySQLError
-		if !errors.As(err, &myErr) || myErr.Number != 1064 { // ER_PARSE_ERROR: not MariaDB
-			return res, a.nowait && rowsBusy(err), err
+		switch {
+		case rowsBusy(err):
+			// A live lease: held by someone else, not acquired.
+			h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.host, a.ownerID, a.name))
+			if err == nil && h.remaining > 0 {
+				return nil, true, nil
+			}
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, false, err
+			}
+			res, err = s.hot.ExecContext(ctx, briefWaitPrefix+query, args...)
+			return res, rowsBusy(err), err
+		case !errors.As(err, &myErr) || myErr.Number != 1064: // ER_PARSE_ERROR: not MariaDB
+			return res, false, err
 		}
 		s.noSetStatement.Store(true)
 	}

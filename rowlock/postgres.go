@@ -99,6 +99,15 @@ const pgTakeNowait = pgTakeSet + `WHERE l.name = $1
   AND set_config('lock_timeout', '1ms', true) IS NOT NULL
 ` + pgTakeWhere
 
+// pgTakeBriefWait is the second try of a take that pgTakeNowait found
+// locked on a row whose lease has lapsed: most likely by something brief
+// (a sweep, a take or a release in flight), so it waits, but at most a
+// second: a fenced transaction of a holder whose lease lapsed may be what
+// holds it.
+const pgTakeBriefWait = pgTakeSet + `WHERE l.name = $1
+  AND set_config('lock_timeout', '1s', true) IS NOT NULL
+` + pgTakeWhere
+
 // takeMarkClass is the first key of the transaction-level advisory locks
 // that mark a take in flight (pgTakeMark); the second is the hash of the
 // taking owner's id. The two-key space is apart from the one-key space of
@@ -183,7 +192,21 @@ func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, erro
 		out.acquired = true
 		return out, nil
 	case a.nowait && rowsBusy(err):
-		return outcome{}, nil
+		// A live lease: held by someone else, not acquired.
+		h, found, err := s.holder(ctx, a)
+		if err != nil || (found && h.remaining > 0) {
+			return outcome{}, err
+		}
+		err = s.queryInt64(ctx, &out.token, pgTakeBriefWait, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey)
+		switch {
+		case err == nil:
+			out.acquired = true
+			return out, nil
+		case rowsBusy(err):
+			return outcome{}, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return outcome{}, err
+		}
 	case !errors.Is(err, sql.ErrNoRows):
 		return outcome{}, err
 	}
