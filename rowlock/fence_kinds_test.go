@@ -96,6 +96,7 @@ func fenceCases() []fenceCase {
 // write.
 func TestNoTakeoverUnderAnOpenFence(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
+		createFenceLedger(t, tg)
 		for _, c := range fenceCases() {
 			t.Run(tg.Name+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
@@ -188,10 +189,6 @@ type fenceLedger struct {
 func newFenceLedger(t *testing.T, tg testdb.Target, name string) fenceLedger {
 	t.Helper()
 	ctx := t.Context()
-	create := `CREATE TABLE IF NOT EXISTS sqllock_test_fence_ledger (name varchar(255) NOT NULL PRIMARY KEY, token bigint NOT NULL)`
-	if _, err := tg.DB.ExecContext(ctx, create); err != nil {
-		t.Fatalf("%s: %v", create, err)
-	}
 	f := fenceLedger{tg: tg, name: name}
 	if _, err := tg.DB.ExecContext(ctx, f.bind(`INSERT INTO sqllock_test_fence_ledger (name, token) VALUES (?, 0)`), name); err != nil {
 		t.Fatal(err)
@@ -200,6 +197,17 @@ func newFenceLedger(t *testing.T, tg testdb.Target, name string) fenceLedger {
 		_, _ = tg.DB.ExecContext(context.Background(), f.bind(`DELETE FROM sqllock_test_fence_ledger WHERE name = ?`), name)
 	})
 	return f
+}
+
+// createFenceLedger creates the ledger table once, before the parallel
+// subtests: PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe against
+// itself (two sessions can both find no table, and one fails with 23505).
+func createFenceLedger(t *testing.T, tg testdb.Target) {
+	t.Helper()
+	create := `CREATE TABLE IF NOT EXISTS sqllock_test_fence_ledger (name varchar(255) NOT NULL PRIMARY KEY, token bigint NOT NULL)`
+	if _, err := tg.DB.ExecContext(t.Context(), create); err != nil {
+		t.Fatalf("%s: %v", create, err)
+	}
 }
 
 // bind numbers q's placeholders for PostgreSQL.
