@@ -50,9 +50,9 @@ func TestReadOnlyServer(t *testing.T) {
 
 			// A lock taken while writable: Refresh and Release say
 			// read-only. The refused Refresh leaves the lock held; the
-			// refused Release ends the handle (as any failed Release does:
-			// renewal stops) but leaves the row as it was, so the lease
-			// decides.
+			// refused Release leaves the row as it was and the hold
+			// releasable (as any failed Release does), and a Release once
+			// the server is writable again frees it.
 			sw.Set(false)
 			k, err := l.TryAcquire(ctx, name, dblock.TTL(time.Minute))
 			if err != nil {
@@ -68,7 +68,11 @@ func TestReadOnlyServer(t *testing.T) {
 			if _, err := newLocker(t, tg.DB).TryAcquire(ctx, name); !errors.Is(err, dblock.ErrNotAcquired) {
 				t.Fatalf("another owner's TryAcquire = %v, want ErrNotAcquired: the refused Release freed nothing", err)
 			}
-			expireNow(t, tg, name)
+			// Released now: a hold left registered would keep the
+			// Locker's session running after Close until its deadline.
+			if err := k.Release(ctx); err != nil {
+				t.Fatalf("Release once writable again: %v", err)
+			}
 
 			// Renewals refused until the deadline: the lock is lost, and
 			// says why.
