@@ -29,7 +29,7 @@ type mysqlStore struct {
 	// release found that a waiter in another process asked for it.
 	ring func()
 	// noSetStatement is set once the server refused SET STATEMENT (MySQL
-	// has it not; MariaDB has): see nowaitTake.
+	// has it not; MariaDB has): see take.
 	noSetStatement *atomic.Bool
 }
 
