@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -142,16 +141,7 @@ func timeCrash(ctx context.Context, e *env, kind, name string, wait func() (func
 // runCrashHolder is the holder process: it takes the lock and waits to be
 // killed.
 func runCrashHolder(dialect, kind, name string) error {
-	var tg target
-	for _, t := range targets {
-		if t.name == dialect {
-			tg = t
-		}
-	}
-	if tg.name == "" {
-		return fmt.Errorf("unknown dialect %q", dialect)
-	}
-	db, err := sql.Open(tg.driver, os.Getenv(tg.env))
+	tg, db, err := openChildTarget(dialect)
 	if err != nil {
 		return err
 	}

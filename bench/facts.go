@@ -61,7 +61,10 @@ func memTotal() string {
 
 func printFacts(w io.Writer, cfg config, facts [][2]string, missing []string) {
 	if cfg.markdown {
-		fmt.Fprintf(w, "Produced by `%s`.\n\n| machine | |\n|:---|:---|\n", cfg.commandLine)
+		if cfg.page == "" { // a page says so in its head
+			fmt.Fprintf(w, "Produced by `%s`.\n\n", cfg.commandLine)
+		}
+		fmt.Fprintf(w, "| machine | |\n|:---|:---|\n")
 		for _, f := range facts {
 			fmt.Fprintf(w, "| %s | %s |\n", f[0], f[1])
 		}

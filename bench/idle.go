@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/queue"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -50,6 +51,10 @@ func idleWaiters(ctx context.Context, e *env, db *sql.DB, sent *atomic.Int64, n 
 		return 0, err
 	}
 	defer l.Close()
+	q, err := queue.New(db)
+	if err != nil {
+		return 0, err
+	}
 	name := e.newName("idle", n)
 	holder, err := l.Acquire(ctx, name, dblock.TTL(time.Minute))
 	if err != nil {
@@ -76,7 +81,7 @@ func idleWaiters(ctx context.Context, e *env, db *sql.DB, sent *atomic.Int64, n 
 	}()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ws, err := l.Waiters(ctx, name)
+		ws, err := q.Waiters(ctx, name)
 		if err != nil {
 			return 0, err
 		}

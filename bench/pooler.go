@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/rowlock"
@@ -70,6 +71,6 @@ func poolers(ctx context.Context, cfg config, e *env, t *table) error {
 
 // poolerNote says what the pooler section measures.
 func poolerNote(cfg config) string {
-	return strings.TrimSpace(fmt.Sprintf(`%d handoffs per variant, taking turns round by round: a holder in this process (direct connection) releases, and a waiter in a child process, blocked in Acquire, returns; the child's pool goes directly to the server, or through the PgBouncer at -pgbouncer-dsn in transaction mode, with its session connection (LISTEN, the session marker) given a direct connection or not. Without one the child's Locker finds, by a NOTIFY round trip, that notifications do not come back, and its waiters poll every %v at most (rowlock.DefaultMaxPollIntervalPolling).`,
-		cfg.handoffs, rowlock.DefaultMaxPollIntervalPolling))
+	return strings.TrimSpace(fmt.Sprintf(`%d handoffs per variant, taking turns round by round: a holder in this process (direct connection) releases, and a waiter in a child process, blocked in Acquire, returns; the child's pool goes directly to the server, or through the PgBouncer at -pgbouncer-dsn in transaction mode, with its session connection (LISTEN, the session marker) given a direct connection or not. Without one the child's Locker finds, by a NOTIFY round trip, that notifications do not come back, and its waiters poll every %v at most.`,
+		cfg.handoffs, 10*time.Millisecond))
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/leader"
-	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -314,7 +313,7 @@ func TestGuardSkipsATakenActivation(t *testing.T) {
 			}
 			var plainRuns atomic.Int32
 			plain := cron.FuncJob(func() { plainRuns.Add(1) })
-			run := guarded(t, newTestLocker(t, tg.DB), single, hourly, plain, cronguard.WithMinHold(0))
+			run := guarded(t, newTestLocker(t, tg.DB), single, hourly, plain, cronguard.WithLockOptions(dblock.MinHold(0)))
 			run.Run()
 			if n := plainRuns.Load(); n != 0 {
 				t.Fatalf("ran %d times while the lock was held elsewhere", n)
@@ -354,7 +353,7 @@ func TestGuardWaitSerializes(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 3 {
 				run := guarded(t, newTestLocker(t, tg.DB), name, hourly, job,
-					cronguard.WithMinHold(0), cronguard.WithWait(20*time.Second))
+					cronguard.WithLockOptions(dblock.MinHold(0)), cronguard.WithWait(20*time.Second))
 				wg.Go(run.Run)
 			}
 			wg.Wait()
@@ -383,7 +382,7 @@ func TestGuardCancelsJobWhenLockLost(t *testing.T) {
 				case <-time.After(20 * ttl):
 				}
 			}))
-			run := guarded(t, l, testdb.Name(t), grid{phase: time.Now(), period: time.Hour}, job, cronguard.WithTTL(ttl))
+			run := guarded(t, l, testdb.Name(t), grid{phase: time.Now(), period: time.Hour}, job, cronguard.WithLockOptions(dblock.TTL(ttl)))
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
@@ -411,7 +410,7 @@ func TestGuardReleasesAfterPanicAndStopsWithContext(t *testing.T) {
 			name := testdb.Name(t)
 			l := newTestLocker(t, tg.DB)
 			hourly := grid{phase: time.Now(), period: time.Hour}
-			panicky := guarded(t, l, name, hourly, cron.FuncJob(func() { panic("boom") }), cronguard.WithMinHold(0))
+			panicky := guarded(t, l, name, hourly, cron.FuncJob(func() { panic("boom") }), cronguard.WithLockOptions(dblock.MinHold(0)))
 			func() {
 				defer func() {
 					if r := recover(); r != "boom" {
@@ -465,7 +464,7 @@ func TestGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 				opts []cronguard.Option
 			}{
 				{"the default hold", nil},
-				{"a fixed hold", []cronguard.Option{cronguard.WithMinHold(time.Minute)}},
+				{"a fixed hold", []cronguard.Option{cronguard.WithLockOptions(dblock.MinHold(time.Minute))}},
 				{"waiting, the default hold", []cronguard.Option{cronguard.WithWait(time.Second)}},
 			}
 			for _, c := range refused {
@@ -487,7 +486,7 @@ func TestGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 					t.Errorf("job context done: %v", context.Cause(ctx))
 				}
 			}))
-			guarded(t, fu, name, grid{phase: time.Now(), period: time.Hour}, job, cronguard.WithMinHold(0)).Run()
+			guarded(t, fu, name, grid{phase: time.Now(), period: time.Hour}, job, cronguard.WithLockOptions(dblock.MinHold(0))).Run()
 			if n := runs.Load(); n != 1 {
 				t.Fatalf("the job ran %d times, want 1", n)
 			}
@@ -513,24 +512,28 @@ func TestGuardRefusesWhatTheLockerRefuses(t *testing.T) {
 	}
 }
 
-// refusingLocker is a Locker that refuses every option set (OptionChecker),
-// to check that the helpers built on a Locker ask.
+// refusingLocker is a Locker that refuses every option set (declared as
+// lockkit.Capabilities), to check that the helpers built on a Locker ask.
 type refusingLocker struct{ dblock.Locker }
 
-func (refusingLocker) CheckOptions(...dblock.Option) error {
-	return &dblock.OptionError{Option: "TTL", Reason: "refused by refusingLocker"}
+func init() {
+	lockkit.Declare(refusingLocker{}, lockkit.Capabilities{
+		CheckOptions: func(dblock.Locker, ...dblock.Option) error {
+			return &dblock.OptionError{Option: "TTL", Reason: "refused by refusingLocker"}
+		},
+	})
 }
 
 func TestHelpersAskTheLocker(t *testing.T) {
 	l := refusingLocker{newTestLocker(t, testdb.AllTargets(t)[0].DB)}
-	if _, err := cronguard.New(cron.New(), l, cronguard.WithMinHold(0)); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
+	if _, err := cronguard.New(cron.New(), l, cronguard.WithLockOptions(dblock.MinHold(0))); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
 		t.Errorf("cronguard.New = %v, want the Locker's refusal", err)
 	}
 	if _, err := leader.New(l, "x", nil); !errors.Is(err, dblock.ErrInvalidOption) || !strings.Contains(err.Error(), "refusingLocker") {
 		t.Errorf("leader.New = %v, want the Locker's refusal", err)
 	}
 	if err := lockkit.CheckOptions(l.Locker, dblock.TTL(time.Second), dblock.MinHold(time.Second)); err != nil {
-		t.Errorf("CheckOptions of a Locker without OptionChecker = %v, want nil", err)
+		t.Errorf("CheckOptions of a Locker that declares nothing = %v, want nil", err)
 	}
 	if err := lockkit.CheckOptions(l.Locker, dblock.TTL(0)); !errors.Is(err, dblock.ErrInvalidOption) {
 		t.Errorf("CheckOptions(TTL(0)) = %v, want ErrInvalidOption", err)
@@ -548,8 +551,8 @@ func TestGuardBadConfig(t *testing.T) {
 		"nil cron":      {nil, l, nil},
 		"nil locker":    {cron.New(), nil, nil},
 		"negative wait": {cron.New(), l, []cronguard.Option{cronguard.WithWait(-1)}},
-		"negative hold": {cron.New(), l, []cronguard.Option{cronguard.WithMinHold(-1)}},
-		"tiny TTL":      {cron.New(), l, []cronguard.Option{cronguard.WithTTL(time.Millisecond)}},
+		"negative hold": {cron.New(), l, []cronguard.Option{cronguard.WithLockOptions(dblock.MinHold(-1))}},
+		"tiny TTL":      {cron.New(), l, []cronguard.Option{cronguard.WithLockOptions(dblock.TTL(time.Millisecond))}},
 		"nil context":   {cron.New(), l, []cronguard.Option{cronguard.WithContext(nilCtx)}},
 		"nil option":    {cron.New(), l, []cronguard.Option{nil}},
 	}
@@ -594,7 +597,7 @@ func TestGuardRefusesASharedName(t *testing.T) {
 	}
 	// Another Guard on the same Cron (other options, say) shares its
 	// names; a Guard on another Cron (another replica) does not.
-	other := newGuard(t, c, newTestLocker(t, testdb.AllTargets(t)[0].DB), cronguard.WithMinHold(0))
+	other := newGuard(t, c, newTestLocker(t, testdb.AllTargets(t)[0].DB), cronguard.WithLockOptions(dblock.MinHold(0)))
 	if id, err := other.AddJob("jobs/report", "*/5 * * * * *", nop); id != 0 || !errors.Is(err, cronguard.ErrDuplicateName) {
 		t.Errorf("a second Guard on the Cron, same name: %v, %v; want ErrDuplicateName", id, err)
 	}
@@ -655,50 +658,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// New adds robfig/cron jobs that each run once per activation across all
-// replicas, each under its own lock; a job's context is canceled if its
-// lock is lost.
-func ExampleNew() {
-	ctx := context.Background()
-	db := testdb.ExampleDB()
-	defer db.Close()
-	if err := migrations.Up(ctx, db); err != nil {
-		panic(err)
-	}
-	locker, err := rowlock.New(db)
-	if err != nil {
-		panic(err)
-	}
-	defer locker.Close()
-
-	c := cron.New(cron.WithSeconds(), cron.WithChain(cron.Recover(cron.DefaultLogger)))
-	guard, err := cronguard.New(c, locker)
-	if err != nil {
-		panic(err)
-	}
-	var once sync.Once
-	done := make(chan struct{})
-	report := cronguard.Job(cronguard.ContextJobFunc(func(ctx context.Context) {
-		once.Do(func() {
-			_, ok := cronguard.Tick(ctx)
-			fmt.Println("report for this activation, on one replica:", ok)
-			close(done)
-		})
-	}))
-	// Each job under its own name: the lock's.
-	name := fmt.Sprintf("example/report-%d", time.Now().UnixNano())
-	if _, err := guard.AddJob(name, "* * * * * *", report); err != nil {
-		panic(err)
-	}
-	if _, err := guard.AddJob(name, "0 * * * * *", report); err != nil {
-		fmt.Println(errors.Is(err, cronguard.ErrDuplicateName))
-	}
-	c.Start()
-	<-done
-	<-c.Stop().Done()
-	// Output:
-	// true
-	// report for this activation, on one replica: true
 }

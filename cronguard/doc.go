@@ -1,51 +1,46 @@
-// Package cronguard makes each activation of a robfig/cron job run on one
-// replica: every replica runs the same cron.Cron, and a Guard on it adds the
-// jobs, each under its own name, taking the job's lock from any
-// dblock.Locker before each run; the replicas that find it taken skip that
-// activation.
+// Package cronguard runs each activation of a robfig/cron job on one
+// replica. Every replica runs the same cron.Cron; a Guard adds the jobs,
+// each under its own lock name, over any dblock.Locker. The replicas that
+// find a job's lock taken skip that activation.
 //
-//	c := cron.New(cron.WithSeconds())
+//	c := cron.New()
 //	guard, err := cronguard.New(c, locker)
-//	...
-//	_, err = guard.AddJob("jobs/report", "0 * * * * *", job)
+//	if err != nil {
+//		return err
+//	}
+//	_, err = guard.AddJob("jobs/report", "* * * * *", cronguard.Job(
+//		cronguard.ContextJobFunc(func(ctx context.Context) {
+//			// Runs on one replica each minute; ctx ends if the lock is lost.
+//		})))
+//	c.Start()
 //
-// # Each job its own lock
+// ExampleNew runs this against a real database. gocronlock does the same
+// for go-co-op/gocron v2, with the same options.
 //
-// A job is added through the Guard, with a name, rather than wrapped by a
-// cron.JobWrapper in the scheduler's chain: a chain wraps every job of the
-// scheduler, so one wrapper with one lock name would make the jobs skip
-// one another. The Guard refuses a second job of the same name
-// (ErrDuplicateName). Names are the lock names: keep them unique across
-// the application's guards, and give jobs of different applications
-// sharing a database different names.
+// Jobs are added through the Guard, not wrapped by a cron.JobWrapper: a
+// chain wraps every job of the scheduler, and one lock for all of them
+// would make the jobs skip one another. The Guard refuses a second job of
+// the same name (ErrDuplicateName). Names are lock names: keep them unique
+// across the applications that share a database. Prefer specs ("0 * * * *")
+// to fixed delays ("@every 1m"): replicas agree on a spec's times of day,
+// while a delay counts from each Cron's start.
 //
-// # Which activation a run is, and why the lock is held after it
+// # Safety rule: one run per activation
 //
-// A replica attributes its run to the activation of the job's schedule
-// nearest to when it fires (Tick tells the job), and holds the job's lock
-// at least until halfway to the next activation, even when the job
-// finished sooner. So a replica that fires late (a slow host, a GC pause)
-// or early (its clock ahead) by less than half the gap between activations
-// finds the lock taken and skips: each activation runs once, on the replica
-// that fired it first. The replicas firing the next activation find the
-// lock free. A run still going when the next activation fires keeps the
-// lock, and that activation is skipped everywhere: a job's runs never
-// overlap across replicas.
-//
-// The lock table keeps one row per job: the guard needs no reaper.
-//
-// Replicas agree on the activations of a spec ("0 * * * * *"), which are
-// times of day. A fixed delay ("@every 1m", cron.Every) counts from each
-// Cron's start instead, so replicas share its activations only when they
-// started within half the delay of one another; prefer specs.
+// A run is attributed to the activation nearest to when it fires (Tick
+// tells the job). The guard holds the job's lock at least until halfway to
+// the next activation, even when the job finished sooner. So a replica
+// that fires the same activation late or early by less than half the gap
+// finds the lock taken and skips it. A run still going at the next
+// activation keeps the lock, so a job's runs never overlap across
+// replicas. The argument is in the repository's docs/design.md, section
+// "Cron guards: one run per activation". The lock table keeps one row per
+// job, so the guard needs no reaper.
 //
 // # Logs
 //
 // A guard logs where its Locker does (rowlock.WithLogger,
 // forupdate.WithLogger): skipped runs at Debug, lost locks at Warn, lock
-// errors at Error. A dblock.Locker of another kind can say where by having
-// a Logger() *slog.Logger method; without one, the guard logs to
-// slog.Default() at Warn and above.
-//
-// gocronlock does the same for gocron, with the same options.
+// errors at Error. Over a Locker of another kind it logs to slog.Default()
+// at Warn and above.
 package cronguard

@@ -11,7 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/logging"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/tickguard"
 )
 
@@ -61,11 +61,12 @@ func namesOf(c *cron.Cron) map[string]cron.EntryID {
 //
 // Errors wrap dblock.ErrInvalidOption. New also refuses a Locker that
 // would refuse the guard's acquisitions at every run: a forupdate Locker
-// cannot hold a lock past its release, so over it only WithMinHold(0) is
-// accepted, which serializes the replicas' runs but does not deduplicate
-// them; use rowlock to run each activation once.
+// cannot hold a lock past its release, so over it only
+// WithLockOptions(dblock.MinHold(0)) is accepted, which serializes the
+// replicas' runs but does not deduplicate them; use rowlock to run each
+// activation once.
 func New(c *cron.Cron, l dblock.Locker, opts ...Option) (*Guard, error) {
-	cfg := config{tick: tickguard.DefaultConfig(), ctx: context.Background()}
+	cfg := config{tick: tickguard.DefaultConfig(), ctx: context.Background(), logger: lockkit.LoggerOf(l)}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("cronguard: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
@@ -77,12 +78,14 @@ func New(c *cron.Cron, l dblock.Locker, opts ...Option) (*Guard, error) {
 		return nil, fmt.Errorf("cronguard: %w", &dblock.OptionError{Option: "Cron", Reason: "nil"})
 	case cfg.ctx == nil:
 		return nil, fmt.Errorf("cronguard: %w", &dblock.OptionError{Option: "WithContext", Reason: "nil context"})
+	case cfg.logger == nil:
+		return nil, fmt.Errorf("cronguard: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
 	}
 	tg, err := tickguard.New(l, cfg.tick)
 	if err != nil {
 		return nil, fmt.Errorf("cronguard: %w", err)
 	}
-	return &Guard{c: c, tg: tg, logger: logging.Of(l), ctx: cfg.ctx, names: namesOf(c)}, nil
+	return &Guard{c: c, tg: tg, logger: cfg.logger, ctx: cfg.ctx, names: namesOf(c)}, nil
 }
 
 // AddJob adds job to the Cron on spec, parsed by the Cron's parser (so

@@ -63,7 +63,7 @@ func TestGuardLogsToTheLockersLogger(t *testing.T) {
 				}
 				defer func() { _ = holder.Release(t.Context()) }()
 				ran := false
-				guarded(t, l, name, grid{phase: time.Now(), period: time.Hour}, cron.FuncJob(func() { ran = true }), cronguard.WithMinHold(0)).Run()
+				guarded(t, l, name, grid{phase: time.Now(), period: time.Hour}, cron.FuncJob(func() { ran = true }), cronguard.WithLockOptions(dblock.MinHold(0))).Run()
 				if ran {
 					t.Fatal("the job ran while the lock was held elsewhere")
 				}
@@ -73,6 +73,33 @@ func TestGuardLogsToTheLockersLogger(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestGuardWithLogger: given WithLogger, a guard logs there, not where
+// its Locker does.
+func TestGuardWithLogger(t *testing.T) {
+	tg := testdb.AllTargets(t)[0]
+	var logs, lockers lockedBuffer
+	l, err := rowlock.New(tg.DB, rowlock.WithLogger(slog.New(slog.NewTextHandler(&lockers, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	name := testdb.Name(t)
+	holder, err := l.TryAcquire(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Release(t.Context()) }()
+	own := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	guarded(t, l, name, grid{phase: time.Now(), period: time.Hour}, cron.FuncJob(func() {}), cronguard.WithLockOptions(dblock.MinHold(0)), cronguard.WithLogger(own)).Run()
+	want := `msg="cronguard: run skipped: lock held elsewhere" name=` + name
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("WithLogger's logger got %q, want a line with %q", logs.String(), want)
+	}
+	if strings.Contains(lockers.String(), "cronguard:") {
+		t.Errorf("the Locker's logger got the guard's lines: %q", lockers.String())
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 // Locker hands out named locks.
 //
 // Errors of every method wrap one of this package's sentinels where one
-// applies: ErrNotAcquired only when another owner holds the lock (or ctx
-// ended while waiting); a server that cannot take locks says why instead
-// (ErrUnavailable when it cannot be reached, ErrReadOnly after a failover
-// to a standby, ErrSchemaMissing, ErrClosed). Acquire returns
+// applies. ErrNotAcquired means only that another owner holds the lock, or
+// that ctx ended while waiting. A server that cannot take locks says why
+// instead: ErrUnavailable when it cannot be reached, ErrReadOnly after a
+// failover to a standby, ErrSchemaMissing, ErrClosed. Acquire returns
 // ErrUnavailable at once rather than waiting for the server to come back.
 type Locker interface {
 	// Acquire waits until the lock is held or ctx ends. When ctx ends first
@@ -31,7 +31,13 @@ type Lock interface {
 	Name() string
 
 	// Token is the fencing token: strictly increasing per name across
-	// holders, never reused. Reentrant holds share the token.
+	// holders, never handed out twice. That holds on one server, and
+	// across a PostgreSQL failover, synchronous or not: a PostgreSQL token
+	// carries the WAL timeline in its high bits (it is above 2^40), and a
+	// promoted standby starts a larger timeline. An asynchronous failover
+	// may lose the last tokens handed out; none is handed out again. On
+	// MySQL and MariaDB it holds on one server and on Galera, not across a
+	// failover to an asynchronous replica. Reentrant holds share the token.
 	Token() int64
 
 	// Owner is who holds the lock: the owner Acquire's context carried, or
@@ -43,7 +49,14 @@ type Lock interface {
 	// the lock is released or lost, never by the Acquire context.
 	Context() context.Context
 
-	// Done is closed when the lock is released or lost.
+	// Done is closed when the lock is released or lost: at once when a
+	// renewal or CheckHeld finds it not held, and at the latest at the
+	// holder's deadline, by its own monotonic clock, even while a renewal
+	// or COMMIT hangs. The deadline is a tenth of the TTL (or of the
+	// failover pause, if shorter) before the lease would end, counted from
+	// when the last successful renewal was sent. After a PostgreSQL
+	// failover that lost that renewal, it passes before anyone can take
+	// the lock on the promoted server (the failover pause).
 	Done() <-chan struct{}
 
 	// Err is nil while the lock is held; after Done it is ErrReleased or an
@@ -72,7 +85,11 @@ type Fencer interface {
 	// CheckHeld fails with an error wrapping ErrLockLost unless the lock is
 	// still held by this holder with this token, and keeps it from being
 	// taken over until tx ends. Run it in the transaction that writes the
-	// data the lock protects, before committing.
+	// data the lock protects, before committing. A refusal also ends the
+	// lock (Done closes). After a failover, the promoted server's row
+	// decides: a holder whose take or renewals it lost is refused. With
+	// asynchronous replication a failover can lose a fenced transaction
+	// that committed, together with the lock state it was checked against.
 	CheckHeld(ctx context.Context, tx *sql.Tx) error
 }
 

@@ -49,8 +49,8 @@ func TestUnavailableServer(t *testing.T) {
 			}
 			_, err = rl.Acquire(ctx, name)
 			wantUnavailable(t, "rowlock Acquire", err)
-			_, _, err = rl.Held(ctx, name)
-			wantUnavailable(t, "rowlock Held", err)
+			_, _, _, _, err = rl.Holder(ctx, name)
+			wantUnavailable(t, "rowlock Holder", err)
 
 			fl, err := forupdate.New(db, forupdate.WithDialect(tg.Dialect))
 			if err != nil {

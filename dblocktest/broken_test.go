@@ -113,22 +113,22 @@ func TestChildBrokenLocker(t *testing.T) {
 // kindFlaws sets h's lock kinds, over mem, with flaw if it is one of
 // theirs. They ignore the Locker they are given (a broken one).
 func kindFlaws(h *dblocktest.Harness, mem *dblocktest.Locker, flaw string) {
-	h.Semaphore = func(_ dblock.Locker, limit int) (dblock.Locker, error) {
+	h.Semaphore = func(_ dblock.Locker, limit int) (dblock.Semaphore, error) {
 		if flaw == "semaphore over its limit" && limit < dblocktest.MaxSemaphoreLimit {
 			limit++
 		}
 		return mem.Semaphore(limit)
 	}
-	h.ReadWrite = func(dblock.Locker) (dblock.Locker, dblock.Locker) {
+	h.ReadWrite = func(dblock.Locker) dblock.RWLocker {
 		switch flaw {
 		case "readers exclusive":
-			return mem.Writers(), mem.Writers()
+			return rwSides{mem.Writers(), mem.Writers()}
 		case "readers ignore writers":
-			return dblocktest.NewLocker().Readers(), mem.Writers()
+			return rwSides{dblocktest.NewLocker().Readers(), mem.Writers()}
 		case "upgrade waits":
-			return mem.Readers(), freshOwner{mem.Writers()}
+			return rwSides{mem.Readers(), freshOwner{mem.Writers()}}
 		}
-		return mem.Readers(), mem.Writers()
+		return mem
 	}
 	h.Multi = func(dblock.Locker) (dblocktest.MultiFunc, dblocktest.MultiFunc) {
 		all, try := dblocktest.MultiOf(mem.AcquireAll), dblocktest.MultiOf(mem.TryAcquireAll)
@@ -261,3 +261,9 @@ func (k *brokenLock) Context() context.Context {
 	}
 	return k.Lock.Context()
 }
+
+// rwSides is a dblock.RWLocker of two given sides.
+type rwSides struct{ readers, writers dblock.Locker }
+
+func (rw rwSides) Readers() dblock.Locker { return rw.readers }
+func (rw rwSides) Writers() dblock.Locker { return rw.writers }

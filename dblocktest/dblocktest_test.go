@@ -40,13 +40,10 @@ func memHarness(t *testing.T) dblocktest.Harness {
 		Fair:                   true,
 		MinHold:                true,
 		ReentrantAcrossLockers: true,
-		Semaphore: func(l dblock.Locker, limit int) (dblock.Locker, error) {
+		Semaphore: func(l dblock.Locker, limit int) (dblock.Semaphore, error) {
 			return l.(*dblocktest.Locker).Semaphore(limit)
 		},
-		ReadWrite: func(l dblock.Locker) (dblock.Locker, dblock.Locker) {
-			m := l.(*dblocktest.Locker)
-			return m.Readers(), m.Writers()
-		},
+		ReadWrite:    func(l dblock.Locker) dblock.RWLocker { return l.(*dblocktest.Locker) },
 		WritersFirst: true,
 		Multi: func(l dblock.Locker) (dblocktest.MultiFunc, dblocktest.MultiFunc) {
 			m := l.(*dblocktest.Locker)

@@ -1,14 +1,6 @@
-// Package dblocktest is sqllock's test kit: an in-memory dblock.Locker for
-// the unit tests of code that takes locks, and TestLocker, the conformance
-// suite every dblock.Locker must pass.
-//
-// # Unit tests of code that takes locks
-//
-// Code that depends on a dblock.Locker (not on rowlock or forupdate) can
-// be given NewLocker's in-memory Locker in its unit tests: no database,
-// no goroutines, the same validation and errors as the database Lockers.
-// A test makes a held lock lapse or be lost on demand, to check that the
-// code stops when its lock's Context ends:
+// Package dblocktest is sqllock's test kit: NewLocker, an in-memory
+// dblock.Locker for the unit tests of code that takes locks, and
+// TestLocker, the conformance suite every dblock.Locker must pass.
 //
 //	locker := dblocktest.NewLocker()
 //	job := NewReportJob(locker) // the code under test, taking "jobs/report"
@@ -17,28 +9,30 @@
 //	locker.Lapse("jobs/report") // or locker.Lose("jobs/report", cause)
 //	// the job's lock.Context() is canceled, Done closed, Err wraps dblock.ErrLockLost
 //
-// Make one Locker per test: it is the lock space, as a database is, so
-// code that stands for several replicas shares it, each replica's
-// acquisitions told apart by their owners.
+// ExampleNewLocker, ExampleLocker_Lapse, ExampleLocker_Lose and
+// ExampleTestLocker show each use.
 //
-// The Locker has rowlock's lock kinds too, with the same methods, rules
-// and errors, so code written against rowlock's can be tested the same
-// way: Semaphore(limit) (dblock.ErrLimitMismatch), Readers and Writers
-// (dblock.ErrUpgrade), AcquireAll and TryAcquireAll. Their holds are
-// lost with the rest of their name's by Lapse and Lose, and Held and
-// Waiting count them:
+// # Unit tests of code that takes locks
 //
-//	api, _ := locker.Semaphore(2)
-//	permit, _ := api.Acquire(ctx, "partner-api")
-//	locker.Lapse("partner-api") // permit.Done() is closed
+// The in-memory Locker needs no database and starts no goroutine. It has
+// the database Lockers' validation and errors, reentrancy, tokens, Fair and
+// MinHold. Make one per test: it is the lock space, as a database is, so
+// code standing for several replicas shares it. A test makes a held lock
+// lapse or be lost on demand, and Held and Waiting tell who holds or
+// waits.
+//
+// It has rowlock's lock kinds too, with the same methods, rules and
+// errors: Semaphore(limit), Readers and Writers, AcquireAll and
+// TryAcquireAll. Lapse and Lose end their holds with the rest of the
+// name's.
 //
 // # Conformance of a Locker
 //
 // TestLocker checks, in subtests, what dblock documents of every Locker:
 // exclusion under concurrency, waiting and giving up, reentrancy, tokens,
-// loss signalled through Done, bad input refused with typed errors, and
-// the lock kinds the Harness declares (semaphores, read/write locks,
-// AcquireAll). Run it from a test of the implementation:
+// loss signalled through Done, bad input refused with typed errors, and the
+// lock kinds the Harness declares. Run it from a test of the
+// implementation:
 //
 //	func TestConformance(t *testing.T) {
 //		dblocktest.TestLocker(t, dblocktest.Harness{
@@ -47,16 +41,8 @@
 //		})
 //	}
 //
-// For a Locker over rowlock (a wrapper of your own), Lose ends the lease
-// with rowlock's Locker.Revoke, never by writing to the lock table:
-//
-//	Lose: func(t *testing.T, k dblock.Lock) {
-//		if _, err := operator.Revoke(context.Background(), k.Name()); err != nil {
-//			t.Fatal(err)
-//		}
-//	},
-//
-// This module runs it for rowlock and forupdate on PostgreSQL and MariaDB
-// (rowlock with its lock kinds, and on SQLite), and for the in-memory
-// Locker with its kinds.
+// For a Locker built on rowlock, Lose ends the lease with rowlock's
+// Revoke, never by writing to the lock table. This module runs the suite
+// on rowlock and forupdate (PostgreSQL, MariaDB; rowlock on SQLite too) and
+// on the in-memory Locker.
 package dblocktest

@@ -13,12 +13,12 @@ import (
 )
 
 // The lock kinds (semaphores, read/write locks) keep their holds in rows
-// named as rowlock names them: the kind's name, KindSeparator, a suffix.
+// named as rowlock names them: the kind's name, U+241F, a suffix.
 // Each row is a lock of its own, with its holder, token and MinHold, as a
 // name of Acquire is; names a caller gives never contain the separator,
 // so the rows of different kinds and names never meet.
 
-// kindSeparator is rowlock.KindSeparator.
+// kindSeparator is the one rowlock uses.
 const kindSeparator = lockinput.KindSeparator
 
 // kindState is what the kinds keep beside their rows.

@@ -89,10 +89,10 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...dblock.Opt
 	return l.acquire(ctx, name, opts, false)
 }
 
-// Held reports whether name is held now (a lock released early and kept
-// taken by MinHold is not held): the lock of that name, a permit of the
-// semaphore, or the read/write lock of that name (by a writer, or a writer
-// waiting for readers to leave, or a reader).
+// Held reports whether name is held now: the lock of that name, a permit
+// of the semaphore, or the read/write lock of that name (by a reader, a
+// writer, or a writer waiting for readers to leave). A lock released
+// early and kept taken by MinHold is not held.
 func (l *Locker) Held(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -179,6 +179,9 @@ func (l *Locker) loseLocked(name string, e *entry, cause error) {
 	l.changedLocked(name, e)
 }
 
+// acquire is Acquire and TryAcquire. Its complexity (over 15) is the
+// in-memory protocol in one place under one mutex: re-entry, a free or
+// lapsed entry, the fair queue and MinHold.
 func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (dblock.Lock, error) {
 	if err := lockinput.CheckContext(ctx); err != nil {
 		return nil, fmt.Errorf("dblocktest: %w", err)

@@ -14,10 +14,10 @@ import (
 )
 
 // AcquireAll takes every one of names for one owner, or none, as
-// rowlock.Locker.AcquireAll does: names are taken one by one in a
+// rowlock.Locker.AcquireAll does. Names are taken one by one in a
 // canonical order (sorted by bytes, duplicates dropped), each as Acquire
-// takes a name (they are Acquire's names), with opts applied to each, so
-// callers of overlapping sets never deadlock. When it fails (ctx ends, an
+// takes it, with opts applied to each. So callers of overlapping sets
+// never deadlock. When it fails (ctx ends, an
 // error) it releases what it had taken and returns with nothing held.
 // The owner is the one ctx carries, or one fresh owner for all the names;
 // a name the owner holds already is re-entered.

@@ -2,7 +2,6 @@ package dblocktest
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -17,9 +16,20 @@ func writerRow(name string) string { return name + kindSeparator + "w" }
 
 func readerRow(name string, i int) string { return rowName(name, "r", i) }
 
-// RWLocker is one side of the Locker's read/write locks, as
-// rowlock.RWLocker is: Readers take shared holds of a name, Writers
-// exclusive ones. It implements dblock.Locker.
+// rwLocker is one side of the Locker's read/write locks.
+type rwLocker struct {
+	l         *Locker
+	exclusive bool
+}
+
+var _ dblock.RWLocker = (*Locker)(nil)
+
+// Readers is the shared side of the Locker's read/write locks, Writers the
+// exclusive side, as rowlock's: Readers take shared holds of a name,
+// Writers exclusive ones. The Locker meets dblock.RWLocker's contract; the
+// holds are *RWLock. Errors of Acquire and TryAcquire: dblock.ErrUpgrade
+// when a reader asks to write; dblock.ErrInvalidName,
+// dblock.ErrInvalidOption (dblock.Fair for readers).
 //
 // Policy and rules as rowlock's: a writer first takes the name's writer
 // place (writers queue for it, fairly with dblock.Fair), then waits for
@@ -34,31 +44,24 @@ func readerRow(name string, i int) string { return rowName(name, "r", i) }
 // Its names are their own namespace: read/write lock "x" is not the lock
 // "x" of Locker.Acquire, nor semaphore "x". Locker.Lapse and Lose of a
 // name end its read and write holds too.
-type RWLocker struct {
-	l         *Locker
-	exclusive bool
-}
+func (l *Locker) Readers() dblock.Locker { return &rwLocker{l: l} }
 
-var _ dblock.Locker = (*RWLocker)(nil)
-
-// Readers is the shared side of the Locker's read/write locks.
-func (l *Locker) Readers() *RWLocker { return &RWLocker{l: l} }
-
-// Writers is the exclusive side of the Locker's read/write locks.
-func (l *Locker) Writers() *RWLocker { return &RWLocker{l: l, exclusive: true} }
+// Writers is the exclusive side of the Locker's read/write locks; see
+// Readers.
+func (l *Locker) Writers() dblock.Locker { return &rwLocker{l: l, exclusive: true} }
 
 // Acquire waits until the read (Readers) or write (Writers) lock of name
 // is held, or ctx ends (the error then joins dblock.ErrNotAcquired and
 // ctx.Err()). The lock it returns is an *RWLock. Errors: dblock.ErrUpgrade
 // when a reader asks to write; dblock.ErrInvalidName,
 // dblock.ErrInvalidOption (dblock.Fair for readers).
-func (rw *RWLocker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (rw *rwLocker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(rw.acquire(ctx, name, opts, true))
 }
 
 // TryAcquire takes the read or write lock of name if it can at once, and
 // returns dblock.ErrNotAcquired otherwise. Other errors as Acquire.
-func (rw *RWLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (rw *rwLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(rw.acquire(ctx, name, opts, false))
 }
 
@@ -66,7 +69,7 @@ func (rw *RWLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.
 // token, for re-entry.
 type readTokenKey struct{ name string }
 
-func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*RWLock, error) {
+func (rw *rwLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*RWLock, error) {
 	kctx, o, owner, carried, err := kindCall(ctx, opts, func() error {
 		return checkKindName(name, readerRow(name, MaxReaders-1), "read/write lock")
 	})
@@ -107,7 +110,7 @@ func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Opti
 
 // readLocked takes a read hold if it may, or returns nil and how long
 // until a row kept by MinHold alone is free.
-func (rw *RWLocker) readLocked(ctx context.Context, name string, owner dblock.Owner, carried bool, o dblock.Options, readToken int64, hasToken bool) (*RWLock, time.Duration) {
+func (rw *rwLocker) readLocked(ctx context.Context, name string, owner dblock.Owner, carried bool, o dblock.Options, readToken int64, hasToken bool) (*RWLock, time.Duration) {
 	l := rw.l
 	w := writerRow(name)
 	if carried && l.heldByLocked(w, owner) {
@@ -216,11 +219,11 @@ func (t *writeTry) leaveLocked() {
 	}
 }
 
-// RWLock is a read or write hold of a read/write lock (see RWLocker). It
+// RWLock is a read or write hold of a read/write lock (see Locker.Readers). It
 // implements dblock.Lock and dblock.Fencer, and is safe for concurrent
 // use.
 type RWLock struct {
-	k         *Lock
+	*Lock     // the hold of its row: Owner, Done, Err, Refresh, Release, CheckHeld
 	name      string
 	token     int64
 	exclusive bool
@@ -233,7 +236,7 @@ var (
 )
 
 func newRWLock(k *Lock, name string, token int64, exclusive bool) *RWLock {
-	h := &RWLock{k: k, name: name, token: token, exclusive: exclusive, ctx: k.Context()}
+	h := &RWLock{Lock: k, name: name, token: token, exclusive: exclusive, ctx: k.Context()}
 	if !exclusive {
 		h.ctx = context.WithValue(k.Context(), readTokenKey{name}, token)
 	}
@@ -246,28 +249,9 @@ func (h *RWLock) Name() string { return h.name }
 // Exclusive is true for a write hold.
 func (h *RWLock) Exclusive() bool { return h.exclusive }
 
-// Token is the fencing token (see RWLocker).
+// Token is the fencing token (see Locker.Readers).
 func (h *RWLock) Token() int64 { return h.token }
-
-// Owner is who holds the lock.
-func (h *RWLock) Owner() dblock.Owner { return h.k.Owner() }
 
 // Context carries the owner (and a read's token) and is canceled when the
 // hold is released or lost.
 func (h *RWLock) Context() context.Context { return h.ctx }
-
-// Done is closed when the hold is released or lost.
-func (h *RWLock) Done() <-chan struct{} { return h.k.Done() }
-
-// Err is nil while held; see Lock.Err.
-func (h *RWLock) Err() error { return h.k.Err() }
-
-// Refresh has no lease to renew; see Lock.Refresh.
-func (h *RWLock) Refresh(ctx context.Context) error { return h.k.Refresh(ctx) }
-
-// Release gives the hold up; see Lock.Release.
-func (h *RWLock) Release(ctx context.Context) error { return h.k.Release(ctx) }
-
-// CheckHeld fails with an error wrapping dblock.ErrLockLost unless the
-// hold is current; see Lock.CheckHeld.
-func (h *RWLock) CheckHeld(ctx context.Context, tx *sql.Tx) error { return h.k.CheckHeld(ctx, tx) }

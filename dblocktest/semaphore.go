@@ -2,7 +2,6 @@ package dblocktest
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -11,58 +10,59 @@ import (
 	"github.com/sqllock/sqllock/internal/lockinput"
 )
 
-// MaxSemaphoreLimit is the largest limit of a Semaphore, as rowlock's.
+// MaxSemaphoreLimit is the largest limit of Locker.Semaphore, as rowlock's.
 const MaxSemaphoreLimit = 1000
 
-// Semaphore hands out, for each name, at most Limit permits at a time, as
-// rowlock.Semaphore does: each permit a lock of its own (a slot), with its
-// own token, and one permit per owner (acquiring again with the permit's
-// Context re-enters it). Asking with another limit than the holders of the
-// name use is dblock.ErrLimitMismatch. With dblock.Fair, permits go in
-// arrival order among fair acquirers. It implements dblock.Locker. Get one
-// with Locker.Semaphore.
-//
-// Its names are their own namespace: semaphore "x" is not the lock "x" of
-// Locker.Acquire. Locker.Lapse and Lose of a name end the permits of the
-// semaphore of that name too.
-type Semaphore struct {
+// semaphore is what Locker.Semaphore returns.
+type semaphore struct {
 	l     *Locker
 	limit int
 }
 
-var _ dblock.Locker = (*Semaphore)(nil)
+var _ dblock.Semaphore = (*semaphore)(nil)
 
 // Semaphore returns the semaphores of limit permits per name (1 to
-// MaxSemaphoreLimit). Errors: dblock.ErrInvalidOption for a limit out of
-// range.
-func (l *Locker) Semaphore(limit int) (*Semaphore, error) {
+// MaxSemaphoreLimit), which meet dblock.Semaphore's contract as rowlock's
+// do: each permit a lock of its own (a slot), with its
+// own token, and one permit per owner (acquiring again with the permit's
+// Context re-enters it). Asking with another limit than the holders of the
+// name use is dblock.ErrLimitMismatch. With dblock.Fair, permits go in
+// arrival order among fair acquirers. Errors: dblock.ErrInvalidOption for a
+// limit out of range; of Acquire and TryAcquire, dblock.ErrLimitMismatch,
+// dblock.ErrInvalidName, dblock.ErrInvalidOption, and
+// dblock.ErrNotAcquired (joined with ctx.Err() when ctx ends first).
+//
+// Its names are their own namespace: semaphore "x" is not the lock "x" of
+// Locker.Acquire. Locker.Lapse and Lose of a name end the permits of the
+// semaphore of that name too.
+func (l *Locker) Semaphore(limit int) (dblock.Semaphore, error) {
 	if err := lockinput.CheckLimit(limit, MaxSemaphoreLimit); err != nil {
 		return nil, fmt.Errorf("dblocktest: %w", err)
 	}
-	return &Semaphore{l: l, limit: limit}, nil
+	return &semaphore{l: l, limit: limit}, nil
 }
 
 // Limit is the number of permits per name.
-func (s *Semaphore) Limit() int { return s.limit }
+func (s *semaphore) Limit() int { return s.limit }
 
 // Acquire waits until it holds a permit of name or ctx ends (the error then
 // joins dblock.ErrNotAcquired and ctx.Err()). The lock it returns is a
 // *Permit. Errors: dblock.ErrLimitMismatch when name's holders use another
 // limit; dblock.ErrInvalidName, dblock.ErrInvalidOption.
-func (s *Semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (s *semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(s.acquire(ctx, name, opts, true))
 }
 
 // TryAcquire takes a permit of name if one is free (or the owner in ctx
 // holds one), and returns dblock.ErrNotAcquired at once otherwise. Other
 // errors as Acquire.
-func (s *Semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (s *semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(s.acquire(ctx, name, opts, false))
 }
 
 func slotName(name string, i int) string { return rowName(name, "s", i) }
 
-func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*Permit, error) {
+func (s *semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (*Permit, error) {
 	ctx, o, owner, carried, err := kindCall(ctx, opts, func() error {
 		return checkKindName(name, slotName(name, s.limit-1), "semaphore")
 	})
@@ -100,7 +100,10 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 // (for a fair acquirer, only while fewer fair waiters are ahead of it than
 // slots are free). It returns nil and how long until a slot kept by
 // MinHold is free otherwise.
-func (s *Semaphore) tryLocked(ctx context.Context, name string, owner dblock.Owner, carried bool, o dblock.Options, place *ticket, wait bool) (*Permit, time.Duration, error) {
+//
+// Its complexity (over 15) is the protocol of one look, as Locker's
+// acquire.
+func (s *semaphore) tryLocked(ctx context.Context, name string, owner dblock.Owner, carried bool, o dblock.Options, place *ticket, wait bool) (*Permit, time.Duration, error) {
 	l := s.l
 	if recorded, ok := l.kinds.semLimits[name]; ok && recorded != s.limit {
 		for i := range recorded {
@@ -141,17 +144,18 @@ func (s *Semaphore) tryLocked(ctx context.Context, name string, owner dblock.Own
 }
 
 // permitLocked takes (or re-enters) slot i, which is free or owner's.
-func (s *Semaphore) permitLocked(ctx context.Context, name string, i int, owner dblock.Owner, o dblock.Options) *Permit {
+func (s *semaphore) permitLocked(ctx context.Context, name string, i int, owner dblock.Owner, o dblock.Options) *Permit {
 	k := s.l.takeLocked(ctx, slotName(name, i), owner, o, nil)
 	s.l.kinds.semLimits[name] = s.limit
-	return &Permit{k: k, name: name, slot: i}
+	return &Permit{Lock: k, name: name, slot: i}
 }
 
 // Permit is one permit of a Semaphore: one slot held, with its own token.
 // It implements dblock.Lock and dblock.Fencer, and is safe for concurrent
-// use.
+// use. The embedded Lock is its slot's hold: its Token, Owner, Context,
+// Done, Err, Refresh, Release and CheckHeld are the permit's.
 type Permit struct {
-	k    *Lock
+	*Lock
 	name string
 	slot int
 }
@@ -161,40 +165,12 @@ var (
 	_ dblock.Fencer = (*Permit)(nil)
 )
 
-// Name is the semaphore's name.
+// Name is the semaphore's name (the embedded Lock's is its slot's).
 func (p *Permit) Name() string { return p.name }
 
 // Slot is the permit's slot, 0 to the limit - 1: holders at the same time
 // have different slots.
 func (p *Permit) Slot() int { return p.slot }
-
-// Token is the fencing token of the permit's slot: it grows strictly from
-// holder to holder of the slot.
-func (p *Permit) Token() int64 { return p.k.Token() }
-
-// Owner is who holds the permit.
-func (p *Permit) Owner() dblock.Owner { return p.k.Owner() }
-
-// Context carries the owner and the values of Acquire's context, and is
-// canceled when the permit is released or lost.
-func (p *Permit) Context() context.Context { return p.k.Context() }
-
-// Done is closed when the permit is released or lost.
-func (p *Permit) Done() <-chan struct{} { return p.k.Done() }
-
-// Err is nil while held; see Lock.Err.
-func (p *Permit) Err() error { return p.k.Err() }
-
-// Refresh has no lease to renew; see Lock.Refresh.
-func (p *Permit) Refresh(ctx context.Context) error { return p.k.Refresh(ctx) }
-
-// Release gives the permit back (one hold of it, when re-entered); see
-// Lock.Release.
-func (p *Permit) Release(ctx context.Context) error { return p.k.Release(ctx) }
-
-// CheckHeld fails with an error wrapping dblock.ErrLockLost unless the
-// permit is held; see Lock.CheckHeld.
-func (p *Permit) CheckHeld(ctx context.Context, tx *sql.Tx) error { return p.k.CheckHeld(ctx, tx) }
 
 // asLock returns k as a dblock.Lock, nil (not a typed nil) on error.
 func asLock[K dblock.Lock](k K, err error) (dblock.Lock, error) {

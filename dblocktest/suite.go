@@ -15,16 +15,16 @@ import (
 
 // Harness is what TestLocker needs to know of a Locker implementation.
 type Harness struct {
-	// New returns a Locker on the lock space under test. The suite calls
-	// it more than once in a test, for Lockers that must exclude each
-	// other as those of two processes on one database do: for a database
-	// Locker a new one on the same database, closed when t ends; for an
-	// in-memory Locker, which is its own lock space, the same one.
-	// Required.
+	// New returns a Locker on the lock space under test. Required. The
+	// suite calls it more than once in a test, for Lockers that must
+	// exclude each other as two processes on one database do. For a
+	// database Locker, return a new one on the same database, closed when
+	// t ends. For an in-memory Locker, which is its own lock space, return
+	// the same one.
 	New func(t *testing.T) dblock.Locker
 
 	// Lose makes lock lost from outside its process, as the holder's
-	// database would: the lease ended (rowlock's Locker.Revoke, never a
+	// database would: the lease ended (admin's Revoke, never a
 	// write to the lock table), the session killed (forupdate),
 	// Locker.Lapse (in memory). The holder learns it at its
 	// next check, a Refresh or its own background one, and another owner
@@ -60,12 +60,14 @@ type Harness struct {
 	// and must make every hold it is given lost.
 
 	// Semaphore returns l's semaphores of limit permits per name
-	// (rowlock.Locker.Semaphore, Locker.Semaphore).
-	Semaphore func(l dblock.Locker, limit int) (dblock.Locker, error)
+	// (rowlock's, forupdate's and the in-memory Locker.Semaphore), whose
+	// contract is dblock.Semaphore's.
+	Semaphore func(l dblock.Locker, limit int) (dblock.Semaphore, error)
 
-	// ReadWrite returns the two sides of l's read/write locks
-	// (rowlock.Locker.Readers and Writers, Locker.Readers and Writers).
-	ReadWrite func(l dblock.Locker) (readers, writers dblock.Locker)
+	// ReadWrite returns l's read/write locks (rowlock's, forupdate's and
+	// the in-memory Locker, each a dblock.RWLocker), whose contract is
+	// dblock.RWLocker's.
+	ReadWrite func(l dblock.Locker) dblock.RWLocker
 
 	// WritersFirst is set when, once a writer waits, new readers wait
 	// behind it (rowlock, the in-memory Locker; forupdate on InnoDB, not

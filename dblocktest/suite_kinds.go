@@ -49,7 +49,7 @@ func (s *suite) kinds(t *testing.T) []subtest {
 	}
 	if s.h.ReadWrite != nil {
 		writers := base
-		writers.New = func(t *testing.T) dblock.Locker { _, w := s.h.ReadWrite(s.h.New(t)); return w }
+		writers.New = func(t *testing.T) dblock.Locker { return s.h.ReadWrite(s.h.New(t)).Writers() }
 		tests = append(tests,
 			subtest{"writers are a Locker", func(t *testing.T) { testLocker(t, writers, true) }},
 			subtest{"read/write lock", s.rwRules})
@@ -73,7 +73,7 @@ func (s *suite) kinds(t *testing.T) []subtest {
 
 // semaphore returns l's semaphores of limit permits, failing the test if
 // the Harness cannot make them.
-func (s *suite) semaphore(t *testing.T, l dblock.Locker, limit int) dblock.Locker {
+func (s *suite) semaphore(t *testing.T, l dblock.Locker, limit int) dblock.Semaphore {
 	t.Helper()
 	sem, err := s.h.Semaphore(l, limit)
 	if err != nil {

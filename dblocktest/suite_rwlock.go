@@ -11,13 +11,14 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 )
 
-// rwRules: readers share a name and exclude writers, writers exclude
-// both; a reader asking to write gets dblock.ErrUpgrade at once; a writer
-// may read; readers refuse dblock.Fair; once a writer waits, new readers
-// wait behind it while a reader already in may read again (with
-// Harness.WritersFirst); a writer's token is above every earlier token,
-// a reader's at least the last writer's (rowlock's is the last writer's;
-// forupdate's readers draw their own on some databases).
+// rwRules checks the read/write rules. Readers share a name and exclude
+// writers; writers exclude both. A reader asking to write gets
+// dblock.ErrUpgrade at once. A writer may read. Readers refuse
+// dblock.Fair. With Harness.WritersFirst, once a writer waits, new readers
+// wait behind it, and a reader already in may read again. A writer's token
+// is above every earlier token. A reader's is at least the last writer's:
+// rowlock's is the last writer's, and forupdate's readers draw their own
+// on some databases.
 func (s *suite) rwRules(t *testing.T) {
 	t.Run("readers share, writers exclude", s.rwShare)
 	t.Run("upgrade refused", s.rwUpgrade)
@@ -29,7 +30,7 @@ func (s *suite) rwRules(t *testing.T) {
 	}
 	t.Run("exclusion under concurrency", s.rwExclusion)
 	t.Run("readers refuse Fair", func(t *testing.T) {
-		readers, _ := s.h.ReadWrite(s.h.New(t))
+		readers, _ := s.sides(t)
 		name := lockName(t)
 		k, err := readers.TryAcquire(bounded(t), name, dblock.Fair())
 		if err == nil {
@@ -43,8 +44,8 @@ func (s *suite) rwRules(t *testing.T) {
 
 func (s *suite) rwShare(t *testing.T) {
 	ctx := bounded(t)
-	ra, wa := s.h.ReadWrite(s.h.New(t))
-	rb, wb := s.h.ReadWrite(s.h.New(t))
+	ra, wa := s.sides(t)
+	rb, wb := s.sides(t)
 	name := lockName(t)
 
 	w0 := hold(t, wa, ctx, name)
@@ -86,8 +87,8 @@ func (s *suite) rwShare(t *testing.T) {
 
 func (s *suite) rwUpgrade(t *testing.T) {
 	ctx := bounded(t)
-	readers, writers := s.h.ReadWrite(s.h.New(t))
-	_, other := s.h.ReadWrite(s.h.New(t))
+	readers, writers := s.sides(t)
+	_, other := s.sides(t)
 	name := lockName(t)
 	r := hold(t, readers, ctx, name)
 	for _, call := range []struct {
@@ -114,8 +115,8 @@ func (s *suite) rwUpgrade(t *testing.T) {
 
 func (s *suite) rwWriterReads(t *testing.T) {
 	ctx := bounded(t)
-	readers, writers := s.h.ReadWrite(s.h.New(t))
-	rb, _ := s.h.ReadWrite(s.h.New(t))
+	readers, writers := s.sides(t)
+	rb, _ := s.sides(t)
 	name := lockName(t)
 	w := hold(t, writers, ctx, name)
 	r := hold(t, readers, w.Context(), name)
@@ -139,8 +140,8 @@ func (s *suite) rwWriterReads(t *testing.T) {
 // the reader's holds are released.
 func (s *suite) rwNoStarve(t *testing.T) {
 	ctx := bounded(t)
-	ra, _ := s.h.ReadWrite(s.h.New(t))
-	rb, wb := s.h.ReadWrite(s.h.New(t))
+	ra, _ := s.sides(t)
+	rb, wb := s.sides(t)
 	name := lockName(t)
 	r := hold(t, ra, ctx, name)
 	writer := acquireAsync(t, wb, ctx, name)
@@ -185,6 +186,9 @@ func (s *suite) rwNoStarve(t *testing.T) {
 // rwExclusion: goroutines on two Lockers read and write one name in
 // turns; a writer is never inside with anyone; a writer's token is above
 // every token before it, a reader's at least the last writer's.
+//
+// Its complexity (over 15) is every invariant checked in one place, by the
+// goroutines that see it.
 func (s *suite) rwExclusion(t *testing.T) {
 	goroutines, rounds := 8, 5
 	if testing.Short() {
@@ -192,8 +196,8 @@ func (s *suite) rwExclusion(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*hangBound)
 	defer cancel()
-	ra, wa := s.h.ReadWrite(s.h.New(t))
-	rb, wb := s.h.ReadWrite(s.h.New(t))
+	ra, wa := s.sides(t)
+	rb, wb := s.sides(t)
 	sides := [][2]dblock.Locker{{ra, wa}, {rb, wb}}
 	name := lockName(t)
 	var mu sync.Mutex
@@ -255,4 +259,11 @@ func (s *suite) rwExclusion(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// sides returns the readers and writers of a new Locker's read/write
+// locks (Harness.ReadWrite).
+func (s *suite) sides(t *testing.T) (readers, writers dblock.Locker) {
+	rw := s.h.ReadWrite(s.h.New(t))
+	return rw.Readers(), rw.Writers()
 }

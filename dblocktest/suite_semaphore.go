@@ -24,12 +24,12 @@ func slotOf(t *testing.T, k dblock.Lock) int {
 	return p.Slot()
 }
 
-// semaphoreRules: a semaphore of limit n admits n owners at once, on n
-// distinct slots, and refuses the next; one permit per owner (re-entered
-// with its Context); another limit while permits are held is
-// dblock.ErrLimitMismatch, at once, also for Acquire; a waiter gets the
-// slot a holder leaves, with a larger token; the limit changes once no
-// one holds a permit; bad limits are refused.
+// semaphoreRules checks the semaphore rules. A semaphore of limit n admits
+// n owners at once, on n distinct slots, and refuses the next. An owner
+// has one permit, re-entered with its Context. Another limit while
+// permits are held is dblock.ErrLimitMismatch at once, also for Acquire.
+// A waiter gets the slot a holder leaves, with a larger token. The limit
+// changes once no one holds a permit. Bad limits are refused.
 func (s *suite) semaphoreRules(t *testing.T) {
 	t.Run("limit", s.semaphoreLimit)
 	t.Run("limit mismatch", s.semaphoreMismatch)

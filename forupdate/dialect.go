@@ -23,11 +23,11 @@ type dialect interface {
 	restoresSession() bool
 	// txOptions are the options of the lock's transaction.
 	txOptions() *sql.TxOptions
-	// lock locks the row of c.name in c.tx, waiting in the database when
-	// c.wait is set and failing at once (a lock-not-available error)
-	// otherwise, then draws the token from a counter that no rollback
-	// undoes: drawn after the row lock is won, it is larger than the token
-	// of every earlier holder, including holders whose transactions rolled
+	// lock locks the row of c.name in c.tx. It waits in the database when
+	// c.wait is set, and fails at once otherwise (a lock-not-available
+	// error). Then it draws the token from a counter that no rollback
+	// undoes. Drawn after the row lock is won, the token is larger than
+	// every earlier holder's, even of holders whose transactions rolled
 	// back. found is false when the row does not exist. interrupted reports
 	// that ctx ended while the statement ran.
 	lock(ctx context.Context, c lockCall) (token int64, found, interrupted bool, err error)
@@ -118,13 +118,13 @@ const (
 	interruptRetry = 20 * time.Millisecond
 )
 
-// runInterruptible runs a statement that may wait in the database (for a
-// row lock) so that ending ctx stops the wait on the server too, not only
-// in the client: the driver would otherwise close the connection and leave
-// the server waiting for the lock on behalf of nobody. interrupt asks the
-// server to stop the statement if it runs (nil when the driver does so
-// itself); it is repeated until the statement returns, and the context it
-// gets ends when the statement returns. If an attempt fails, or the
+// runInterruptible runs a statement that may wait in the database for a
+// row lock. Ending ctx stops the wait on the server too, not only in the
+// client. Otherwise the driver would close the connection, and the server
+// would go on waiting for the lock on behalf of nobody. interrupt asks the
+// server to stop the statement if it runs; it is nil when the driver does
+// so itself. It is repeated until the statement returns, and the context
+// it gets ends then. If an attempt fails, or the
 // statement does not return within grace after ctx ended, the statement's
 // context is canceled and the driver cuts the connection. interrupted
 // reports whether ctx ended while the statement ran.

@@ -29,8 +29,8 @@ var (
 
 	// ErrMultiPrimary is returned by Acquire and TryAcquire (of every
 	// kind) on a node of a Galera cluster (MariaDB Galera, Percona XtraDB
-	// Cluster): row locks there are each node's own, so two nodes would
-	// grant the same name at once, and the token sequence has no form that
+	// Cluster). Row locks there are each node's own, so two nodes would
+	// grant the same name at once. And the token sequence has no form that
 	// grows across nodes. Use rowlock, whose rows are certified across the
 	// cluster, or WithSingleNode when every lock goes to one node. It
 	// wraps errors.ErrUnsupported.

@@ -1,5 +1,7 @@
 package forupdate
 
+import "github.com/sqllock/sqllock/dblock"
+
 // WaitRestored waits for the sessions of l's released locks to be restored
 // and their connections back in the pool.
 func WaitRestored(l *Locker) { l.restoring.wait() }
@@ -12,5 +14,5 @@ func DrawFromCounterTable(l *Locker) {
 	}
 }
 
-// Locker is the Locker of s.
-func (s *Semaphore) Locker() *Locker { return s.l }
+// SemaphoreLocker is the Locker of s, a semaphore of Locker.Semaphore.
+func SemaphoreLocker(s dblock.Semaphore) *Locker { return s.(*semaphore).l }

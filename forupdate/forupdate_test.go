@@ -143,14 +143,14 @@ func TestTxCommitsWithRelease(t *testing.T) {
 			l := newLocker(t, tg.DB)
 			count := func() int {
 				var n int
-				if err := tg.DB.QueryRowContext(ctx, q(tg, `SELECT COUNT(*) FROM `+table+` WHERE name = $1`), name).Scan(&n); err != nil {
+				if err := tg.DB.QueryRowContext(ctx, tg.Q(`SELECT COUNT(*) FROM `+table+` WHERE name = $1`), name).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
 				return n
 			}
 
 			k := acquire(t, ctx, l, name)
-			if _, err := k.Tx().ExecContext(ctx, q(tg, `INSERT INTO `+table+` (name, n) VALUES ($1, $2)`), name, k.Token()); err != nil {
+			if _, err := k.Tx().ExecContext(ctx, tg.Q(`INSERT INTO `+table+` (name, n) VALUES ($1, $2)`), name, k.Token()); err != nil {
 				t.Fatal(err)
 			}
 			if n := count(); n != 0 {
@@ -162,7 +162,7 @@ func TestTxCommitsWithRelease(t *testing.T) {
 			}
 
 			k = acquire(t, ctx, l, name)
-			if _, err := k.Tx().ExecContext(ctx, q(tg, `DELETE FROM `+table+` WHERE name = $1`), name); err != nil {
+			if _, err := k.Tx().ExecContext(ctx, tg.Q(`DELETE FROM `+table+` WHERE name = $1`), name); err != nil {
 				t.Fatal(err)
 			}
 			if err := k.Rollback(ctx); err != nil {
@@ -196,7 +196,7 @@ func TestNoOverlap(t *testing.T) {
 			ctx := t.Context()
 			table := workTable(t, tg)
 			name := testdb.Name(t)
-			if _, err := tg.DB.ExecContext(ctx, q(tg, `INSERT INTO `+table+` (name, n) VALUES ($1, 0)`), name); err != nil {
+			if _, err := tg.DB.ExecContext(ctx, tg.Q(`INSERT INTO `+table+` (name, n) VALUES ($1, 0)`), name); err != nil {
 				t.Fatal(err)
 			}
 			otherDB := testdb.Open(t, tg, tg.DSN)
@@ -226,9 +226,9 @@ func TestNoOverlap(t *testing.T) {
 						mu.Unlock()
 						tx := k.(*forupdate.Lock).Tx()
 						var n int64
-						err = tx.QueryRowContext(ctx, q(tg, `SELECT n FROM `+table+` WHERE name = $1`), name).Scan(&n)
+						err = tx.QueryRowContext(ctx, tg.Q(`SELECT n FROM `+table+` WHERE name = $1`), name).Scan(&n)
 						if err == nil {
-							_, err = tx.ExecContext(ctx, q(tg, `UPDATE `+table+` SET n = $1 WHERE name = $2`), n+1, name)
+							_, err = tx.ExecContext(ctx, tg.Q(`UPDATE `+table+` SET n = $1 WHERE name = $2`), n+1, name)
 						}
 						inside.Add(-1)
 						err = errors.Join(err, k.Release(ctx))
@@ -245,7 +245,7 @@ func TestNoOverlap(t *testing.T) {
 				t.Error(err)
 			}
 			var n int64
-			if err := tg.DB.QueryRowContext(ctx, q(tg, `SELECT n FROM `+table+` WHERE name = $1`), name).Scan(&n); err != nil {
+			if err := tg.DB.QueryRowContext(ctx, tg.Q(`SELECT n FROM `+table+` WHERE name = $1`), name).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			if n != goroutines*rounds {

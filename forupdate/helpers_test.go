@@ -209,23 +209,6 @@ func workTable(t testing.TB, tg testdb.Target) string {
 	return "forupdate_test_work"
 }
 
-// q rewrites $1, $2 placeholders for MySQL.
-func q(tg testdb.Target, query string) string {
-	if tg.Dialect != dblock.MySQL {
-		return query
-	}
-	out := []byte{}
-	for i := 0; i < len(query); i++ {
-		if query[i] == '$' && i+1 < len(query) && query[i+1] >= '1' && query[i+1] <= '9' {
-			out = append(out, '?')
-			i++
-			continue
-		}
-		out = append(out, query[i])
-	}
-	return string(out)
-}
-
 // freezeProxy forwards TCP connections to a server until Freeze, after
 // which it forwards nothing and closes nothing, as a network partition
 // would: neither side hears from the other again. With CutAfter, it cuts a

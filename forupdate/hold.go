@@ -19,13 +19,15 @@ import (
 // on a connection taken out of the pool for it. Its handles (*Lock) are
 // the reentrant holds of its owner; the last one to go ends it.
 type hold struct {
-	l        *Locker
-	key      holdKey
-	name     string // as the caller gave it (key.name is derived from it)
-	share    bool   // a read lock's hold: the row locked FOR SHARE
-	limit    int    // a permit's: the semaphore's limit
-	slot     int    // a permit's: its slot
-	token    int64
+	l     *Locker
+	key   holdKey
+	name  string // as the caller gave it (key.name is derived from it)
+	share bool   // a read lock's hold: the row locked FOR SHARE
+	limit int    // a permit's: the semaphore's limit
+	slot  int    // a permit's: its slot
+	token int64
+	// ttl is the hold's belief (Locker.belief): its pings' pace and
+	// how long it trusts its lock without one.
 	ttl      time.Duration
 	conn     *sql.Conn
 	tx       *sql.Tx
@@ -59,7 +61,7 @@ type hold struct {
 func newHold(l *Locker, key holdKey, req request, slot int, c lockCall, token int64, txCancel context.CancelFunc) *hold {
 	h := &hold{
 		l: l, key: key, name: req.name, share: c.share, limit: req.limit, slot: slot,
-		token: token, ttl: c.ttl, conn: c.conn, tx: c.tx, txCancel: txCancel,
+		token: token, ttl: l.belief(c.ttl), conn: c.conn, tx: c.tx, txCancel: txCancel,
 		handles:   make(map[*Lock]struct{}),
 		lastAlive: clock.Now(),
 		acquired:  clock.Now(),

@@ -117,13 +117,11 @@ func asLock(k *Lock, err error) (dblock.Lock, error) {
 	return k, nil
 }
 
-var (
-	_ lockkit.OptionChecker = (*Semaphore)(nil)
-	_ lockkit.OptionChecker = (*RWLocker)(nil)
-)
-
-// CheckOptions is Locker.CheckOptions: the kinds take the same options.
-func (s *Semaphore) CheckOptions(opts ...dblock.Option) error { return s.l.CheckOptions(opts...) }
-
-// CheckOptions is Locker.CheckOptions: the kinds take the same options.
-func (rw *RWLocker) CheckOptions(opts ...dblock.Option) error { return rw.l.CheckOptions(opts...) }
+// The kinds refuse what the Locker refuses (see checkOptions), and code
+// built on them (cronguard, gocronlock, leader) asks them once when it is
+// built.
+func init() {
+	refuses := lockkit.Capabilities{CheckOptions: checkOptions}
+	lockkit.Declare((*semaphore)(nil), refuses)
+	lockkit.Declare((*rwLocker)(nil), refuses)
+}

@@ -118,10 +118,10 @@ func (k *Lock) Refresh(ctx context.Context) error {
 
 // Release gives up this hold. The last hold of the lock commits the
 // transaction, which frees the row for the next holder. ctx bounds the
-// commit: if it ends before Release is called, the transaction is rolled
-// back instead and Release returns an error wrapping ErrRolledBack; if it
+// commit. If ctx ends before Release is called, the transaction is rolled
+// back instead, and Release returns an error wrapping ErrRolledBack. If it
 // ends during the commit, the commit is interrupted where the driver
-// allows (pgx) and its outcome is unknown.
+// allows (pgx), and its outcome is unknown.
 //
 // Errors: dblock.ErrNotHeld on a second Release; an error wrapping
 // dblock.ErrLockLost if the lock was lost (the transaction is rolled

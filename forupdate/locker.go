@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -37,12 +38,17 @@ type Locker struct {
 	// clusterChecked is set once the server was found not to be a node
 	// of a multi-primary cluster (or WithSingleNode); see checkCluster.
 	clusterChecked atomic.Bool
+	// replication tells once whether the PostgreSQL primary has a
+	// synchronous standby (checkReplication).
+	replication lockkit.ReplicationCheck
 }
 
 // checkCluster refuses, with ErrMultiPrimary, to lock on a Galera node,
 // unless WithSingleNode. It asks the server once; a failed question is
-// asked again at the next acquisition.
+// asked again at the next acquisition. On PostgreSQL it tells once whether
+// the primary has a synchronous standby (checkReplication).
 func (l *Locker) checkCluster(ctx context.Context) error {
+	l.checkReplication(ctx)
 	if l.cfg.dialect != dblock.MySQL || l.cfg.singleNode || l.clusterChecked.Load() {
 		return nil
 	}
@@ -62,10 +68,17 @@ type holdKey struct {
 	owner dblock.Owner
 }
 
-var (
-	_ dblock.Locker         = (*Locker)(nil)
-	_ lockkit.OptionChecker = (*Locker)(nil)
-)
+var _ dblock.Locker = (*Locker)(nil)
+
+// Code built on a Locker (cronguard, gocronlock, leader) logs where the
+// Locker does, and asks it once, when it is built, whether it accepts its
+// options (checkOptions).
+func init() {
+	lockkit.Declare((*Locker)(nil), lockkit.Capabilities{
+		Logger:       func(l dblock.Locker) *slog.Logger { return l.(*Locker).cfg.logger },
+		CheckOptions: checkOptions,
+	})
+}
 
 // New returns a Locker over db, whose table (DefaultTable) must have been
 // created with migrations.Up. It does no I/O and never closes db.
@@ -74,10 +87,11 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 		return nil, fmt.Errorf("forupdate: %w: nil *sql.DB", dblock.ErrInvalidDB)
 	}
 	cfg := config{
-		table:       DefaultTable,
-		logger:      logging.Default(),
-		meters:      metrics.Default(),
-		connTimeout: DefaultConnTimeout,
+		table:         DefaultTable,
+		logger:        logging.Default(),
+		meters:        metrics.Default(),
+		connTimeout:   DefaultConnTimeout,
+		failoverPause: DefaultFailoverPause,
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -103,7 +117,7 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	l := &Locker{db: db, cfg: cfg, metrics: meters, holds: make(map[holdKey]*hold), pending: make(map[holdKey]chan struct{})}
 	switch cfg.dialect {
 	case dblock.Postgres:
-		l.d = newPostgres(db, cfg.table, cfg.table+CounterSuffix)
+		l.d = newPostgres(db, cfg.table, cfg.table+CounterSuffix, cfg.pause())
 	case dblock.MySQL:
 		l.d = newMySQL(db, cfg.table, cfg.table+CounterSuffix)
 	}
@@ -270,12 +284,13 @@ func prepare(ctx context.Context, req request, opts []dblock.Option) (dblock.Opt
 	return o, owner, nil
 }
 
-// CheckOptions reports, without I/O, whether Acquire and TryAcquire accept
-// opts: they refuse dblock.Fair and a positive dblock.MinHold, besides what
-// lockinput.ResolveOptions refuses. Errors wrap dblock.ErrInvalidOption. It
-// lets code handed a Locker (cronguard, gocronlock) refuse a
+// checkOptions reports, without I/O, whether the Acquire and TryAcquire of
+// a Locker or its kinds accept opts: they refuse dblock.Fair and a positive
+// dblock.MinHold, besides what lockinput.ResolveOptions refuses. Errors
+// wrap dblock.ErrInvalidOption. Declared (lockkit.Capabilities), it lets
+// code handed a Locker (cronguard, gocronlock, leader) refuse a
 // configuration when it is built rather than at every run.
-func (l *Locker) CheckOptions(opts ...dblock.Option) error {
+func checkOptions(_ dblock.Locker, opts ...dblock.Option) error {
 	_, err := resolveOptions(opts)
 	return err
 }

@@ -87,6 +87,10 @@ func (r *rowLocking) attempt(ctx context.Context) (h *hold, again bool, err erro
 // failed tells what follows an attempt whose statement failed with err
 // and whose rollback returned rbErr.
 func (r *rowLocking) failed(ctx context.Context, err, rbErr error) (again bool, _ error) {
+	if pe := (*pausedError)(nil); errors.As(err, &pe) && r.clean {
+		// The failover pause: nobody may hold the lock yet.
+		return waitPause(ctx, r.call.wait, pe.left)
+	}
 	if errors.Is(err, errDrawContention) && r.clean && r.draws < maxDrawRetries {
 		// The row lock was won: the lock is free, start over.
 		r.draws++

@@ -76,7 +76,7 @@ func TestMetrics(t *testing.T) {
 			}
 			for key := range snap.Keys() {
 				switch key {
-				case metrics.KeyKind, metrics.KeyType, metrics.KeyMode, metrics.KeyResult, metrics.KeyEnd, metrics.KeyCause, metrics.KeyFair:
+				case metrics.KeyKind, metrics.KeyType, metrics.KeyMode, metrics.KeyResult, metrics.KeyEnd, metrics.KeyCause, metrics.KeyFair, metrics.KeyReplication:
 				default:
 					t.Errorf("attribute %q recorded: only bounded ones may be", key)
 				}

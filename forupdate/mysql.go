@@ -2,9 +2,7 @@ package forupdate
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/stmtcache"
@@ -42,10 +39,10 @@ import (
 // that lock. The hot statements are prepared once per connection (stmts).
 //
 // A waiting statement is stopped with KILL QUERY sent through another
-// connection of the pool. When the pool has none to give, the only way
-// left to stop it from the client is to cut its connection, and the server
-// would go on waiting for the row lock on behalf of nobody, until
-// innodb_lock_wait_timeout (50 s by default), then perhaps take it and
+// connection of the pool. When the pool has none to give, the client can
+// only cut the statement's connection. The server would then go on
+// waiting for the row lock on behalf of nobody, until
+// innodb_lock_wait_timeout (50 s by default), and perhaps take it and
 // draw a token. So an Acquire first tries NOWAIT, which never waits: an
 // uncontended Acquire costs what TryAcquire does. Only when the row is
 // taken does it wait, in statements that each wait at most
@@ -293,60 +290,6 @@ func (m *mysql) draw(ctx context.Context, c lockCall, drawToken string) (int64, 
 	return 0, err
 }
 
-// lockWaiting waits for the row lock, at most one bounded slice (see the
-// type's doc).
-func (m *mysql) lockWaiting(ctx context.Context, c lockCall, lockWait, draw string) (token int64, found, interrupted bool, err error) {
-	if ctx.Err() != nil {
-		return 0, false, true, nil
-	}
-	seconds := lockWaitSeconds(ctx, c.bound)
-	sctx, cancel := shortContext(ctx)
-	// An integer computed here, not user input.
-	_, err = c.tx.ExecContext(sctx, myBoundLockWait+strconv.FormatInt(seconds, 10))
-	cancel()
-	if err != nil {
-		return 0, false, false, err
-	}
-	query, marker := marked(lockWait)
-	// The statement ends by itself within its bound: grace lets it, when
-	// KILL QUERY cannot be sent, rather than cut the connection.
-	grace := time.Duration(seconds)*time.Second + interruptGrace
-	interrupted, err = runInterruptible(ctx, m.killer(marker), grace, func(ctx context.Context) error {
-		err := c.tx.QueryRowContext(ctx, query, c.name).Scan(&token)
-		if errors.Is(err, sql.ErrNoRows) {
-			found = false
-			return nil
-		}
-		found = err == nil
-		return err
-	})
-	if err != nil || interrupted || !found {
-		return 0, false, interrupted, err
-	}
-	if draw != "" {
-		if token, err = m.drawFor(ctx, c, draw); err != nil {
-			return 0, false, false, err
-		}
-	}
-	// The lock is held: give the user's statements in Tx the session's own
-	// lock wait timeout back.
-	sctx, cancel = shortContext(ctx)
-	_, err = c.tx.ExecContext(sctx, myRestoreLockWait)
-	cancel()
-	if err != nil {
-		return 0, false, false, err
-	}
-	return token, true, false, nil
-}
-
-// maxWaitTimeout is the largest wait_timeout MySQL accepts (one year).
-const maxWaitTimeout = 31536000
-
-// myLockWaitSlice bounds one waiting statement: how long it may outlive
-// its Acquire when KILL QUERY cannot be sent, and how often an idle waiter
-// begins its wait again (four short statements).
-const myLockWaitSlice = 2 * time.Second
-
 const (
 	// The session's innodb_lock_wait_timeout is saved here, with
 	// wait_timeout, and restored with it: a canceled Acquire may leave
@@ -358,34 +301,7 @@ const (
 		`@sqllock_wait_timeout = NULL, @sqllock_lock_wait_timeout = NULL`
 	myBoundLockWait   = `SET SESSION innodb_lock_wait_timeout = `
 	myRestoreLockWait = `SET SESSION innodb_lock_wait_timeout = @sqllock_lock_wait_timeout`
-	// A waiting statement carries a random marker so that it can be found,
-	// and stopped with KILL QUERY, from another connection: the driver only
-	// knows how to close the connection, which would leave the server
-	// waiting for the row lock until innodb_lock_wait_timeout.
-	myFindByMarker = `SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND ID <> CONNECTION_ID()`
 )
-
-// lockWaitSeconds is the innodb_lock_wait_timeout of one waiting
-// statement: myLockWaitSlice, or less when ctx's deadline is nearer, in
-// whole seconds (the variable's unit) and at least one (MySQL's minimum).
-// A positive bound shortens the slice too.
-func lockWaitSeconds(ctx context.Context, bound time.Duration) int64 {
-	wait := myLockWaitSlice
-	if bound > 0 {
-		wait = min(wait, bound)
-	}
-	if deadline, ok := ctx.Deadline(); ok {
-		wait = min(wait, deadline.Sub(clock.Now()))
-	}
-	return max(int64((wait+time.Second-1)/time.Second), 1)
-}
-
-// shortContext is for a statement that returns at once and must not be
-// cut short by ctx: the driver answers a canceled context by closing the
-// connection. It keeps ctx's values and is bounded by cleanupTimeout.
-func shortContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-}
 
 func (m *mysql) create(ctx context.Context, conn *sql.Conn, name string) error {
 	query, marker := marked(m.insertRow)
@@ -406,41 +322,6 @@ func (*mysql) ping(ctx context.Context, dc any) (pingOutcome, error) {
 }
 
 func (*mysql) rolledBack(error) bool { return false }
-
-// killer returns the interrupt of the statement carrying marker: KILL QUERY
-// on its connection, found through the process list (a user may see and
-// kill its own connections without extra privileges). Not finding a free
-// pool connection in time is not a failure: the waiting statement is
-// bounded and ends by itself; the next attempt may find one.
-func (m *mysql) killer(marker string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		var id int64
-		err := m.db.QueryRowContext(ctx, myFindByMarker, "%"+marker+"%").Scan(&id)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil // not running (yet, or any more)
-		case err != nil && ctx.Err() != nil:
-			return nil // no connection in time, or the statement returned
-		case err != nil:
-			return err
-		}
-		// Sent through even if the statement returns meanwhile: the caller
-		// waits for it, so that it cannot reach a later statement.
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
-		defer cancel()
-		// The id comes from the server, not from user input.
-		_, err = m.db.ExecContext(kctx, "KILL QUERY "+strconv.FormatInt(id, 10))
-		return err
-	}
-}
-
-// marked prefixes query with a comment holding a random marker.
-func marked(query string) (string, string) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	marker := "sqllock:" + hex.EncodeToString(b[:])
-	return "/* " + marker + " */ " + query, marker
-}
 
 func (m *mysql) semSQL() *semSQL { return m.q.Load().sem } // set by openSession
 

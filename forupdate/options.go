@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 )
 
 // Defaults of the Locker options.
@@ -34,6 +35,8 @@ type config struct {
 	meters      metric.MeterProvider
 	connTimeout time.Duration
 	singleNode  bool
+	// failoverPause: see WithFailoverPause.
+	failoverPause time.Duration
 }
 
 // WithSingleNode says that every lock of this Locker's table goes to one
@@ -53,14 +56,10 @@ func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect =
 func WithTable(name string) Option { return func(c *config) { c.table = name } }
 
 // WithLogger sets where the Locker logs: locks lost, sessions that could
-// not be restored; and, through Logger, the leader elections and cron
-// guards built on the Locker. Default: slog.Default() at Warn and above,
+// not be restored; and the leader elections and cron guards built on the
+// Locker. Default: slog.Default() at Warn and above,
 // which is all the Locker itself logs.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// Logger is the Locker's logger (WithLogger), which the packages built on
-// a Locker log to.
-func (l *Locker) Logger() *slog.Logger { return l.cfg.logger }
 
 // WithMeterProvider sets where the Locker's OpenTelemetry metrics go
 // (acquisitions, wait and hold times, lost locks, waiters; see package
@@ -68,9 +67,6 @@ func (l *Locker) Logger() *slog.Logger { return l.cfg.logger }
 // Default: the global MeterProvider (otel.GetMeterProvider), which records
 // nothing until the application sets one.
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
-
-// MeterProvider is the Locker's meter provider (WithMeterProvider).
-func (l *Locker) MeterProvider() metric.MeterProvider { return l.cfg.meters }
 
 // WithConnTimeout bounds the wait for a pool connection; a Locker holds one
 // connection per held (or awaited) lock, so an exhausted pool would
@@ -92,6 +88,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
 	case c.meters == nil:
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: "nil MeterProvider"})
+	case !lockkit.ValidFailoverPause(c.failoverPause):
+		return fmt.Errorf("forupdate: %w", lockkit.FailoverPauseError())
 	case c.connTimeout <= 0:
 		return fmt.Errorf("forupdate: %w", &dblock.OptionError{Option: "WithConnTimeout", Reason: "must be positive, got " + c.connTimeout.String()})
 	}

@@ -26,6 +26,8 @@ type postgres struct {
 	// shareWait and shareTry lock the row FOR SHARE (readers).
 	shareWait, shareTry string
 	sem                 *semSQL
+	// pauseUS is the failover pause in µs (WithFailoverPause).
+	pauseUS int64
 }
 
 // pgTopLevelAlive tells whether a session still has its top-level
@@ -34,7 +36,7 @@ type postgres struct {
 // locks, when the whole transaction was.
 const pgTopLevelAlive = `SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = $1`
 
-func newPostgres(db *sql.DB, table, counter string) *postgres {
+func newPostgres(db *sql.DB, table, counter string, pause time.Duration) *postgres {
 	// The outer SELECT computes nextval only for the row the CTE returns,
 	// that is once the row lock is held: a token drawn before winning the
 	// lock could be smaller than the one of a holder that won first. The
@@ -43,9 +45,15 @@ func newPostgres(db *sql.DB, table, counter string) *postgres {
 	// lock's own transaction, which no synchronous standby covers until it
 	// commits, so the promoted server's sequence may repeat values.
 	lock := func(mode string) string {
+		//
+		// In the failover pause (see failover.go) it draws no token and
+		// returns minus the pause left, in µs.
 		return `WITH locked AS (SELECT name FROM ` + table + ` WHERE name = $1 ` + mode + `),
-cfg AS (SELECT set_config('idle_in_transaction_session_timeout', $2, true))
-SELECT ` + lockkit.PgTimelineBase + ` + nextval('` + counter + `') FROM locked, cfg`
+cfg AS (SELECT set_config('idle_in_transaction_session_timeout', $2, true)),
+` + pgPauseLeft + `
+SELECT CASE WHEN pause.left_us > 0 THEN -pause.left_us
+            ELSE ` + lockkit.PgTimelineBase + ` + nextval('` + counter + `') END
+FROM locked, cfg, pause`
 	}
 	return &postgres{
 		db:        pgxrow.Wrap(db),
@@ -53,7 +61,8 @@ SELECT ` + lockkit.PgTimelineBase + ` + nextval('` + counter + `') FROM locked, 
 		lockTry:   lock("FOR UPDATE NOWAIT"),
 		shareWait: lock("FOR SHARE"),
 		shareTry:  lock("FOR SHARE NOWAIT"),
-		sem:       pgSemSQL(table, counter),
+		sem:       pgSemSQL(table, counter, pause.Microseconds()),
+		pauseUS:   pause.Microseconds(),
 		// DO NOTHING neither raises nor logs a duplicate, and does not wait
 		// for a row lock on the existing row.
 		insertRow: `INSERT INTO ` + table + ` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
@@ -99,10 +108,10 @@ func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, in
 		if pg := pgConnOf(c.conn); pg != nil {
 			interrupt = func(ctx context.Context) error {
 				// Not bound to the statement's return, unlike other
-				// interrupts: a cancel request once sent must be seen
-				// through (pgx waits for the server to have signalled the
-				// backend), or it could reach the server after the
-				// statement returned and cancel the connection's next
+				// interrupts. A cancel request once sent must be seen
+				// through: pgx waits for the server to have signalled the
+				// backend. Otherwise it could reach the server after the
+				// statement returned, and cancel the connection's next
 				// statement, in this transaction or the next user's.
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
 				defer cancel()
@@ -121,7 +130,10 @@ func (p *postgres) lock(ctx context.Context, c lockCall) (token int64, found, in
 		}
 	}
 	interrupted, err = runInterruptible(ctx, interrupt, interruptGrace, func(ctx context.Context) error {
-		return p.queryInTx(ctx, c, &token, query, c.name, timeout)
+		if err := p.queryInTx(ctx, c, &token, query, c.name, timeout, p.pauseUS); err != nil {
+			return err
+		}
+		return p.paused(ctx, token)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, interrupted, nil
@@ -210,8 +222,12 @@ func pgConnOfDriver(dc any) *pgconn.PgConn {
 
 func (p *postgres) semSQL() *semSQL { return p.sem }
 
-// semTook: the take drew the token, and lock_timeout was set LOCAL.
-func (*postgres) semTook(_ context.Context, _ lockCall, token int64) (int64, error) {
+// semTook: the take drew the token, and lock_timeout was set LOCAL. A
+// negative token is the failover pause left: a *pausedError.
+func (p *postgres) semTook(ctx context.Context, _ lockCall, token int64) (int64, error) {
+	if err := p.paused(ctx, token); err != nil {
+		return 0, err
+	}
 	return token, nil
 }
 

@@ -6,15 +6,25 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 )
 
-// RWLocker is one side of the Locker's read/write locks: Readers take
-// shared holds of a name, Writers exclusive ones. A name held by a writer
+// rwLocker is one side of the Locker's read/write locks (Readers,
+// Writers).
+type rwLocker struct {
+	l    *Locker
+	kind kind
+}
+
+var _ dblock.RWLocker = (*Locker)(nil)
+
+// Readers is the shared side of the Locker's read/write locks, Writers the
+// exclusive side: Readers take shared holds of a name, Writers exclusive
+// ones. The Locker meets dblock.RWLocker's contract; the holds are *Lock. A name held by a writer
 // has no other holder; held by readers, it admits more readers. Both
 // sides implement dblock.Locker, so dblock.Do and the packages built on a
 // Locker work with either. The names are their own namespace: read/write
 // lock "x" is neither the lock "x" of Locker.Acquire nor semaphore "x".
 //
 // Mechanism: a read/write lock is one row of the lock table (the name,
-// kindSeparator, "rw"), created on first use. A reader locks it FOR SHARE
+// U+241F, "rw"), created on first use. A reader locks it FOR SHARE
 // (PostgreSQL) or LOCK IN SHARE MODE (MariaDB; FOR SHARE on MySQL 8.0), a
 // writer FOR UPDATE, each in a transaction of its own held open as a
 // Locker's lock is (Tx, Release, liveness, a dead holder freeing it at
@@ -44,18 +54,17 @@ import (
 // MySQL 8.0, where drawing writes the name's counter row and would make
 // readers exclude one another, a reader's token is the last writer's
 // (0 before the first), shared by the readers between two writers.
-type RWLocker struct {
-	l    *Locker
-	kind kind
-}
+//
+// Errors of Acquire and TryAcquire: dblock.ErrUpgrade when a reader asks
+// to write; dblock.ErrInvalidName (a name too long to derive its row's
+// name from, too), dblock.ErrInvalidOption, ErrNoConnection,
+// dblock.ErrSchemaMissing, or a driver error; when ctx ends first,
+// dblock.ErrNotAcquired joined with ctx.Err(). Options as Locker.Acquire.
+func (l *Locker) Readers() dblock.Locker { return &rwLocker{l: l, kind: kindRead} }
 
-var _ dblock.Locker = (*RWLocker)(nil)
-
-// Readers is the shared side of the Locker's read/write locks.
-func (l *Locker) Readers() *RWLocker { return &RWLocker{l: l, kind: kindRead} }
-
-// Writers is the exclusive side of the Locker's read/write locks.
-func (l *Locker) Writers() *RWLocker { return &RWLocker{l: l, kind: kindWrite} }
+// Writers is the exclusive side of the Locker's read/write locks; see
+// Readers.
+func (l *Locker) Writers() dblock.Locker { return &rwLocker{l: l, kind: kindWrite} }
 
 // Acquire waits in the database until the read (Readers) or write
 // (Writers) lock of name is held, or ctx ends (the error then joins
@@ -64,12 +73,12 @@ func (l *Locker) Writers() *RWLocker { return &RWLocker{l: l, kind: kindWrite} }
 // to write; dblock.ErrInvalidName (a name too long to derive its row's
 // name from, too), dblock.ErrInvalidOption, ErrNoConnection,
 // dblock.ErrSchemaMissing, or a driver error.
-func (rw *RWLocker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (rw *rwLocker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(rw.l.acquire(ctx, request{kind: rw.kind, name: name}, opts, true))
 }
 
 // TryAcquire takes the read or write lock of name if it can at once, and
 // returns dblock.ErrNotAcquired otherwise. Other errors as Acquire.
-func (rw *RWLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (rw *rwLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(rw.l.acquire(ctx, request{kind: rw.kind, name: name}, opts, false))
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // try takes name through side for the owner in ctx (a fresh one if none).
-func try(ctx context.Context, side *forupdate.RWLocker, name string) (*forupdate.Lock, error) {
+func try(ctx context.Context, side dblock.Locker, name string) (*forupdate.Lock, error) {
 	return tryAs[*forupdate.Lock](ctx, side, name)
 }
 
@@ -86,7 +86,7 @@ func TestRWReentry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, side := range []*forupdate.RWLocker{l.Readers(), l.Writers()} {
+			for _, side := range []dblock.Locker{l.Readers(), l.Writers()} {
 				k, err := side.Acquire(w.Context(), name)
 				if err != nil {
 					t.Fatalf("writer re-entering: %v", err)

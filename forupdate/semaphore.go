@@ -20,16 +20,23 @@ const MaxSemaphoreLimit = 1000
 // chose: then it looks at every slot again, and chooses again.
 const semWaitSlice = time.Second
 
-// Semaphore hands out, for each name, at most Limit permits at a time,
-// each a row lock held by an open transaction as a Locker's lock is.
-// Acquire and TryAcquire take one; it implements dblock.Locker, so
-// dblock.Do and the packages built on a Locker work with it. Get one with
-// Locker.Semaphore; it is a value over its Locker and costs nothing to
-// keep. Semaphore "x" is neither the lock "x" of Locker.Acquire nor
-// package rowlock's semaphore "x".
+// semaphore is what Locker.Semaphore returns.
+type semaphore struct {
+	l     *Locker
+	limit int
+}
+
+var _ dblock.Semaphore = (*semaphore)(nil)
+
+// Semaphore returns the semaphores of limit permits per name (1 to
+// MaxSemaphoreLimit): counting semaphores across processes, whose Acquire
+// and TryAcquire return a *Permit. It meets dblock.Semaphore's contract.
+// The value is over the Locker and costs nothing to keep. Semaphore "x" is
+// neither the lock "x" of Locker.Acquire nor package rowlock's semaphore
+// "x". Errors: dblock.ErrInvalidOption for a limit out of range.
 //
 // Slots: a semaphore of limit N is N rows of the lock table (its name,
-// kindSeparator, "s" and the slot number), created on first use, missing
+// U+241F, "s" and the slot number), created on first use, missing
 // ones only (INSERT ... ON CONFLICT DO NOTHING, INSERT IGNORE: a row's
 // primary key makes it one whoever creates it). A permit is a slot row
 // locked FOR UPDATE; a holder whose process or connection dies frees its
@@ -39,7 +46,7 @@ const semWaitSlice = time.Second
 // held slot.
 //
 // Limit: the limit in use for a name is recorded in the table
-// dblock_semaphores (migration 3), under the name, kindSeparator and
+// dblock_semaphores (migration 3), under the name, U+241F and
 // "fu". Every holder and waiter keeps that record locked shared for as
 // long as it holds or awaits a permit, and checks it before taking a
 // slot; the limit changes only by locking the record FOR UPDATE NOWAIT,
@@ -64,25 +71,22 @@ const semWaitSlice = time.Second
 // token of every permit of the name released before it was taken, so it
 // grows strictly from holder to holder of a slot; permits held at once
 // have distinct tokens.
-type Semaphore struct {
-	l     *Locker
-	limit int
-}
-
-var _ dblock.Locker = (*Semaphore)(nil)
-
-// Semaphore returns the semaphores of limit permits per name (1 to
-// MaxSemaphoreLimit). Errors: dblock.ErrInvalidOption for a limit out of
-// range.
-func (l *Locker) Semaphore(limit int) (*Semaphore, error) {
+//
+// Errors of Acquire and TryAcquire: dblock.ErrLimitMismatch when name's
+// holders use another limit; dblock.ErrInvalidName (a name too long to
+// derive its slots' names from, too), dblock.ErrInvalidOption,
+// ErrNoConnection, dblock.ErrSchemaMissing (migration 3 has not run), or a
+// driver error; when ctx ends first, dblock.ErrNotAcquired joined with
+// ctx.Err(). Options as Locker.Acquire.
+func (l *Locker) Semaphore(limit int) (dblock.Semaphore, error) {
 	if err := lockinput.CheckLimit(limit, MaxSemaphoreLimit); err != nil {
 		return nil, fmt.Errorf("forupdate: %w", err)
 	}
-	return &Semaphore{l: l, limit: limit}, nil
+	return &semaphore{l: l, limit: limit}, nil
 }
 
 // Limit is the number of permits per name.
-func (s *Semaphore) Limit() int { return s.limit }
+func (s *semaphore) Limit() int { return s.limit }
 
 // Acquire waits until it holds a permit of name or ctx ends (the error
 // then joins dblock.ErrNotAcquired and ctx.Err()). The lock it returns is
@@ -91,14 +95,14 @@ func (s *Semaphore) Limit() int { return s.limit }
 // long to derive its slots' names from, too), dblock.ErrInvalidOption,
 // ErrNoConnection, dblock.ErrSchemaMissing (migration 3 has not run), or a
 // driver error.
-func (s *Semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (s *semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asPermit(s.l.acquire(ctx, request{kind: kindPermit, name: name, limit: s.limit}, opts, true))
 }
 
 // TryAcquire takes a permit of name if one is free (or the owner in ctx
 // holds one), and returns dblock.ErrNotAcquired at once otherwise. Other
 // errors as Acquire.
-func (s *Semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (s *semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asPermit(s.l.acquire(ctx, request{kind: kindPermit, name: name, limit: s.limit}, opts, false))
 }
 
@@ -109,7 +113,7 @@ func asPermit(k *Lock, err error) (dblock.Lock, error) {
 	return &Permit{Lock: k}, nil
 }
 
-// Permit is one permit of a Semaphore: a *Lock (its Tx, Token, Release
+// Permit is one permit of a semaphore (Locker.Semaphore): a *Lock (its Tx, Token, Release
 // and the rest) whose Name is the semaphore's, held on one of its slots.
 type Permit struct {
 	*Lock
@@ -187,6 +191,10 @@ func (s *semLocking) lock(ctx context.Context) (*hold, error) {
 
 // attempt begins a transaction, checks the limit in it and takes a free
 // slot, or with waitOn ≥ 0 waits (bounded) for that slot.
+//
+// Its complexity (over 15) is one transaction's outcomes (taken, waited,
+// none free, limit changed, failed, interrupted), each deciding the next
+// step.
 func (s *semLocking) attempt(ctx context.Context, waitOn int) (h *hold, step semStep, err error) {
 	l, sq := s.l, s.l.d.semSQL()
 	txCtx, txCancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -252,6 +260,9 @@ func (s *semLocking) take(ctx context.Context, c lockCall) (slot int, token int6
 	if sq.ttlArg {
 		args = append([]any{pgIdleTimeout(c.ttl)}, args...)
 	}
+	if sq.pauseArg {
+		args = append(args, sq.pauseUS)
+	}
 	var name string
 	err = s.l.d.queryRow(ctx, c.tx, sq.take(len(s.slots)), args...).Scan(&name, &token)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -270,6 +281,13 @@ func (s *semLocking) take(ctx context.Context, c lockCall) (slot int, token int6
 
 // failed tells what follows an attempt whose statement failed with err.
 func (s *semLocking) failed(ctx context.Context, err, rbErr error) (semStep, error) {
+	if pe := (*pausedError)(nil); errors.As(err, &pe) && s.clean {
+		// The failover pause: nobody may hold a permit yet.
+		if again, err := waitPause(ctx, s.call.wait, pe.left); !again {
+			return semDone, err
+		}
+		return semLook, nil
+	}
 	if errors.Is(err, errDrawContention) && s.clean && s.draws < maxDrawRetries {
 		s.draws++
 		return semLook, nil
@@ -286,125 +304,6 @@ func (s *semLocking) failed(ctx context.Context, err, rbErr error) (semStep, err
 		return semLook, nil
 	}
 	return semDone, s.error(ctx, err)
-}
-
-// setUp records the limit (semRecord) or creates the missing slots
-// (semSlots), outside any transaction.
-func (s *semLocking) setUp(ctx context.Context, step semStep) error {
-	var err error
-	if step == semRecord {
-		err = s.record(ctx)
-	} else {
-		var missing []string
-		if missing, err = s.missing(ctx); err == nil && len(missing) > 0 {
-			err = s.create(ctx, missing)
-		}
-	}
-	if err == nil || errors.Is(err, dblock.ErrLimitMismatch) {
-		return err
-	}
-	return s.setUpError(ctx, err)
-}
-
-func (s *semLocking) setUpError(ctx context.Context, err error) error {
-	switch {
-	case ctx.Err() != nil:
-		s.clean = false
-		return errors.Join(dblock.ErrNotAcquired, ctx.Err())
-	case lockkit.ClassifyError(err) == lockkit.ClassContention:
-		return nil // done by someone else meanwhile: look again
-	}
-	s.clean = false
-	return s.error(ctx, err)
-}
-
-// record records the semaphore's limit: inserts it when none is, or
-// changes it when no one holds or awaits a permit of the name; otherwise
-// it fails with dblock.ErrLimitMismatch.
-func (s *semLocking) record(ctx context.Context) error {
-	sq, conn, key, limit := s.l.d.semSQL(), s.call.conn, s.key.name, s.req.limit
-	res, err := s.l.d.on(conn).ExecContext(ctx, sq.insert, key, limit)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 1 {
-		return nil
-	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	var recorded int
-	err = s.l.d.on(tx).QueryRowContext(ctx, sq.readLocked, key).Scan(&recorded)
-	switch class := lockkit.ClassifyError(err); {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil // deleted meanwhile: the next attempt finds it missing
-	case class == lockkit.ClassLockUnavailable || class == lockkit.ClassContention:
-		// Held or awaited: report the limit in use.
-		if err := tx.Rollback(); err != nil {
-			return err
-		}
-		if err := s.l.d.on(conn).QueryRowContext(ctx, sq.read, key).Scan(&recorded); err != nil {
-			return err
-		}
-		if recorded == limit {
-			return nil // changed back meanwhile
-		}
-		return fmt.Errorf("forupdate: semaphore %q: %w: asked for %d permits, its holders use %d",
-			s.req.name, dblock.ErrLimitMismatch, limit, recorded)
-	case err != nil:
-		return err
-	}
-	if recorded != limit {
-		if _, err := s.l.d.on(tx).ExecContext(ctx, sq.update, limit, key); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-// missing returns the slots whose rows do not exist.
-func (s *semLocking) missing(ctx context.Context) ([]string, error) {
-	rows, err := s.l.d.on(s.call.conn).QueryContext(ctx, s.l.d.semSQL().existing(len(s.slots)), s.slotArgs()...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	exists := make(map[string]bool, len(s.slots))
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		exists[name] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var missing []string
-	for _, name := range s.slots {
-		if !exists[name] {
-			missing = append(missing, name)
-		}
-	}
-	return missing, nil
-}
-
-// create inserts the slots unless they exist.
-func (s *semLocking) create(ctx context.Context, slots []string) error {
-	_, err := s.l.d.on(s.call.conn).ExecContext(ctx, s.l.d.semSQL().create(len(slots)), names(slots)...)
-	return err
-}
-
-func (s *semLocking) slotArgs() []any { return names(s.slots) }
-
-func names(ss []string) []any {
-	args := make([]any, len(ss))
-	for i, name := range ss {
-		args[i] = name
-	}
-	return args
 }
 
 func (s *semLocking) error(ctx context.Context, err error) error {

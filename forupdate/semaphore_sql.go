@@ -34,6 +34,10 @@ type semSQL struct {
 	// ttlArg: its first argument is the session's idle timeout.
 	take   func(n int) string
 	ttlArg bool
+	// pauseArg: its last argument is the failover pause in µs
+	// (pauseUS), and a negative token is the pause left (failover.go).
+	pauseArg bool
+	pauseUS  int64
 	// existing returns the names of the slots, of n, that exist.
 	existing func(n int) string
 	// create inserts n slots unless they exist.
@@ -55,8 +59,9 @@ func list(n, first int, ph func(i int) string) string {
 func pgPlaceholder(i int) string { return "$" + strconv.Itoa(i) }
 func myPlaceholder(int) string   { return "?" }
 
-func pgSemSQL(table, counter string) *semSQL {
+func pgSemSQL(table, counter string, pauseUS int64) *semSQL {
 	return &semSQL{
+		pauseUS:    pauseUS,
 		readShared: `SELECT permits FROM ` + semaphoresTable + ` WHERE name = $1 FOR SHARE`,
 		insert: `INSERT INTO ` + semaphoresTable + ` (name, permits, changed_at) VALUES ($1, $2, now())
 ON CONFLICT (name) DO NOTHING`,
@@ -64,13 +69,19 @@ ON CONFLICT (name) DO NOTHING`,
 		read:       `SELECT permits FROM ` + semaphoresTable + ` WHERE name = $1`,
 		update:     `UPDATE ` + semaphoresTable + ` SET permits = $1, changed_at = now() WHERE name = $2`,
 		// As the lock statement: nextval only for the row locked.
+		// In the failover pause (failover.go) it draws no token and
+		// returns minus the pause left, in µs; P is its last argument.
 		take: func(n int) string {
 			return `WITH slot AS (SELECT name FROM ` + table + ` WHERE name IN (` + list(n, 2, pgPlaceholder) + `)
 LIMIT 1 FOR UPDATE SKIP LOCKED),
-cfg AS (SELECT set_config('idle_in_transaction_session_timeout', $1, true))
-SELECT slot.name, ` + lockkit.PgTimelineBase + ` + nextval('` + counter + `') FROM slot, cfg`
+cfg AS (SELECT set_config('idle_in_transaction_session_timeout', $1, true)),
+` + pgPauseLeftAt(pgPlaceholder(n+2)) + `
+SELECT slot.name, CASE WHEN pause.left_us > 0 THEN -pause.left_us
+                       ELSE ` + lockkit.PgTimelineBase + ` + nextval('` + counter + `') END
+FROM slot, cfg, pause`
 		},
-		ttlArg: true,
+		ttlArg:   true,
+		pauseArg: true,
 		existing: func(n int) string {
 			return `SELECT name FROM ` + table + ` WHERE name IN (` + list(n, 1, pgPlaceholder) + `)`
 		},

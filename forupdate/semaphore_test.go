@@ -15,11 +15,12 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/dblocktest"
 	"github.com/sqllock/sqllock/forupdate"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
 // semaphore returns l's semaphores of limit permits.
-func semaphore(t testing.TB, l *forupdate.Locker, limit int) *forupdate.Semaphore {
+func semaphore(t testing.TB, l *forupdate.Locker, limit int) dblock.Semaphore {
 	t.Helper()
 	s, err := l.Semaphore(limit)
 	if err != nil {
@@ -30,7 +31,7 @@ func semaphore(t testing.TB, l *forupdate.Locker, limit int) *forupdate.Semaphor
 
 // tryPermit takes a permit of name for the owner in ctx (a fresh one if
 // none).
-func tryPermit(ctx context.Context, s *forupdate.Semaphore, name string) (*forupdate.Permit, error) {
+func tryPermit(ctx context.Context, s dblock.Semaphore, name string) (*forupdate.Permit, error) {
 	return tryAs[*forupdate.Permit](ctx, s, name)
 }
 
@@ -153,7 +154,7 @@ func TestSemaphoreWaits(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("canceled Acquire did not return")
 			}
-			forupdate.WaitRestored(cs.Locker())
+			forupdate.WaitRestored(forupdate.SemaphoreLocker(cs))
 			waitForState(t, tg, session, "idle")
 			release(t, p)
 			release(t, b)
@@ -248,7 +249,7 @@ func TestSemaphoreNeverOverLimit(t *testing.T) {
 func hammerSemaphore(t *testing.T, tg testdb.Target, limit, workers, rounds int) {
 	ctx := t.Context()
 	name := testdb.Name(t)
-	sems := []*forupdate.Semaphore{semaphore(t, newLocker(t, tg.DB), limit), semaphore(t, newLocker(t, tg.DB), limit)}
+	sems := []dblock.Semaphore{semaphore(t, newLocker(t, tg.DB), limit), semaphore(t, newLocker(t, tg.DB), limit)}
 	var inside atomic.Int32
 	var mu sync.Mutex
 	last := map[int]int64{}
@@ -307,14 +308,12 @@ func TestSemaphoreInput(t *testing.T) {
 		}
 	}
 	// Refused without I/O, as by Locker: cronguard asks before it runs.
-	for _, checker := range []interface {
-		CheckOptions(...dblock.Option) error
-	}{s, l.Readers(), l.Writers()} {
+	for _, checker := range []dblock.Locker{s, l.Readers(), l.Writers()} {
 		for _, opt := range []dblock.Option{dblock.Fair(), dblock.MinHold(time.Second)} {
-			if err := checker.CheckOptions(opt); !errors.Is(err, dblock.ErrInvalidOption) {
-				t.Errorf("%T.CheckOptions: %v, want ErrInvalidOption", checker, err)
+			if err := lockkit.CheckOptions(checker, opt); !errors.Is(err, dblock.ErrInvalidOption) {
+				t.Errorf("lockkit.CheckOptions(%T): %v, want ErrInvalidOption", checker, err)
 			}
-			if _, err := checker.(dblock.Locker).TryAcquire(t.Context(), "x", opt); !errors.Is(err, dblock.ErrInvalidOption) {
+			if _, err := checker.TryAcquire(t.Context(), "x", opt); !errors.Is(err, dblock.ErrInvalidOption) {
 				t.Errorf("%T.TryAcquire: %v, want ErrInvalidOption", checker, err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 
+	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/gocronlock"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/leader"
@@ -74,7 +75,7 @@ func ExampleElector() {
 	defer locker.Close()
 
 	elector, err := gocronlock.NewElector(locker, fmt.Sprintf("example/leader-%d", time.Now().UnixNano()),
-		leader.WithTTL(10*time.Second))
+		leader.WithLockOptions(dblock.TTL(10*time.Second)))
 	if err != nil {
 		panic(err)
 	}

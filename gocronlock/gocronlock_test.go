@@ -183,11 +183,11 @@ func TestElectorOnlyLeaderRuns(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			name := testdb.Name(t)
 			var runsA, runsB atomic.Int32
-			electorA, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, leader.WithTTL(time.Second))
+			electorA, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, leader.WithLockOptions(dblock.TTL(time.Second)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			electorB, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, leader.WithTTL(time.Second))
+			electorB, err := gocronlock.NewElector(newRowLocker(t, tg.DB), name, leader.WithLockOptions(dblock.TTL(time.Second)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +238,7 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 			ctx := t.Context()
 			l := newRowLocker(t, tg.DB)
 			key := testdb.Name(t)
-			x, err := gocronlock.NewLocker(l, gocronlock.WithMinHold(0), gocronlock.WithPrefix("app/"))
+			x, err := gocronlock.NewLocker(l, gocronlock.WithLockOptions(dblock.MinHold(0)), gocronlock.WithPrefix("app/"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +271,7 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 				t.Fatalf("Unlock with an ended context: %v", err)
 			}
 
-			waiting, err := gocronlock.NewLocker(l, gocronlock.WithMinHold(0), gocronlock.WithWait(20*time.Second))
+			waiting, err := gocronlock.NewLocker(l, gocronlock.WithLockOptions(dblock.MinHold(0)), gocronlock.WithWait(20*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,8 +297,8 @@ func TestLockerUnlockAndErrors(t *testing.T) {
 	l := newRowLocker(t, testdb.AllTargets(t)[0].DB)
 	for what, opts := range map[string][]gocronlock.Option{
 		"negative wait": {gocronlock.WithWait(-1)},
-		"negative hold": {gocronlock.WithMinHold(-1)},
-		"tiny TTL":      {gocronlock.WithTTL(time.Millisecond)},
+		"negative hold": {gocronlock.WithLockOptions(dblock.MinHold(-1))},
+		"tiny TTL":      {gocronlock.WithLockOptions(dblock.TTL(time.Millisecond))},
 		"nil option":    {nil},
 	} {
 		if _, err := gocronlock.NewLocker(l, opts...); !errors.Is(err, dblock.ErrInvalidOption) {
@@ -333,8 +333,8 @@ func TestLockerRefusesWhatTheLockerRefuses(t *testing.T) {
 				opts []gocronlock.Option
 			}{
 				{"the default hold", nil},
-				{"a fixed hold", []gocronlock.Option{gocronlock.WithMinHold(time.Minute)}},
-				{"a hold, waiting", []gocronlock.Option{gocronlock.WithMinHold(time.Minute), gocronlock.WithWait(time.Second)}},
+				{"a fixed hold", []gocronlock.Option{gocronlock.WithLockOptions(dblock.MinHold(time.Minute))}},
+				{"a hold, waiting", []gocronlock.Option{gocronlock.WithLockOptions(dblock.MinHold(time.Minute)), gocronlock.WithWait(time.Second)}},
 			} {
 				x, err := gocronlock.NewLocker(fu, c.opts...)
 				var optErr *dblock.OptionError
@@ -343,7 +343,7 @@ func TestLockerRefusesWhatTheLockerRefuses(t *testing.T) {
 				}
 			}
 
-			x, err := gocronlock.NewLocker(fu, gocronlock.WithMinHold(0))
+			x, err := gocronlock.NewLocker(fu, gocronlock.WithLockOptions(dblock.MinHold(0)))
 			if err != nil {
 				t.Fatalf("NewLocker over forupdate with no hold: %v", err)
 			}

@@ -22,7 +22,7 @@ import (
 // after the first replica did runs it again.
 const FirstHold = 500 * time.Millisecond
 
-// Option configures a Locker. WithMinHold, WithTTL and WithWait mean what
+// Option configures a Locker. WithLockOptions and WithWait mean what
 // cronguard's options of the same names mean.
 type Option func(*config)
 
@@ -31,19 +31,21 @@ type config struct {
 	prefix string
 }
 
-// WithMinHold sets how long a job's lock stays taken at least after a run
-// started, even if the run finished sooner. Default: half the shortest gap
-// this Locker has seen between two runs of the job (halfway to the next
-// run), and FirstHold after its first run. Set it to half the job's
-// period to cover the first run too. WithMinHold(0) releases at the end of
-// the run: runs are then serialized, not deduplicated.
-func WithMinHold(d time.Duration) Option {
-	return func(c *config) { c.tick.MinHold, c.tick.MinHoldSet = d, true }
+// WithLockOptions sets the options of every acquisition of a job's lock,
+// the dblock options:
+//   - dblock.TTL, the lease, renewed while the job runs; default
+//     dblock.DefaultTTL. It bounds how long a crashed replica blocks the
+//     job.
+//   - dblock.MinHold, how long the lock stays taken at least after a run
+//     started, even if the run finished sooner. Default: half the shortest
+//     gap this Locker has seen between two runs of the job (halfway to the
+//     next run), and FirstHold after its first run. Set it to half the
+//     job's period to cover the first run too. dblock.MinHold(0) releases
+//     at the end of the run: runs are then serialized, not deduplicated.
+//   - dblock.Note and dblock.Fair, passed on as given.
+func WithLockOptions(opts ...dblock.Option) Option {
+	return func(c *config) { c.tick.Lock = append(c.tick.Lock, opts...) }
 }
-
-// WithTTL sets the lease, renewed while the job runs; default
-// dblock.DefaultTTL. It bounds how long a crashed replica blocks the job.
-func WithTTL(d time.Duration) Option { return func(c *config) { c.tick.TTL = d } }
 
 // WithWait makes Lock wait up to d for a lock held by another replica
 // instead of failing at once (default 0). Waiting serializes the replicas'
@@ -76,7 +78,7 @@ var _ gocron.Locker = (*Locker)(nil)
 // NewLocker returns a gocron.Locker taking its locks from l. Errors wrap
 // dblock.ErrInvalidOption: options out of range, and a Locker that would
 // refuse every Lock. A forupdate Locker cannot hold a lock past its
-// release: over it, only WithMinHold(0) is accepted, which serializes runs
+// release: over it, only WithLockOptions(dblock.MinHold(0)) is accepted, which serializes runs
 // without deduplicating them. Use rowlock to run each run once.
 func NewLocker(l dblock.Locker, opts ...Option) (*Locker, error) {
 	cfg := config{tick: tickguard.DefaultConfig()}

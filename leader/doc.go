@@ -1,43 +1,51 @@
-// Package leader elects one leader among replicas with any dblock.Locker:
-// the replica holding the lock leads and runs a function until the lock is
-// lost or the function returns, and the others campaign for it meanwhile.
-// A leader cut off from the database steps down (its function's context is
-// canceled) before its lease could lapse, so two replicas never both believe
-// they lead, as judged by the database clock.
+// Package leader elects one leader among replicas over any dblock.Locker.
+// The replica holding the lock leads and runs a function until the lock is
+// lost or the function returns; the others campaign meanwhile.
+//
+//	ld, err := leader.New(locker, "leaders/indexer", func(ctx context.Context) error {
+//		return index(ctx) // ctx is canceled when leadership is lost
+//	}, leader.WithLockOptions(dblock.TTL(10*time.Second)))
+//	if err != nil {
+//		return err
+//	}
+//	go ld.Run(ctx) // campaigns, leads, and campaigns again after a loss
+//
+// ExampleLeader runs this against a real database; ExampleLeader_Leader,
+// ExampleLeader_Observe and ExampleLeader_Resign show following and
+// stepping down.
+//
+// # Safety rule: never two leaders
+//
+// A leader cut off from the database steps down before its lease could
+// lapse: its function's context is canceled first. So two replicas never
+// both believe they lead, as judged by the database clock. Each term has
+// the lock's fencing token, which grows with every new term.
 //
 // # Followers
 //
-// Any replica can ask who leads (Leader.Leader) and watch the leadership
-// change (Leader.Observe), whether it campaigns (Run) or not: a replica
-// that only follows makes a Leader with New and never calls Run. The
+// Any replica can ask who leads (Leader.Leader) and watch it change
+// (Leader.Observe), whether it campaigns or not: a replica that only
+// follows makes a Leader with a nil function and never calls Run. The
 // answer is the lock's row as the database has it now: the leader's
-// owner, the fencing token of its term (it grows with every new term),
-// and the value it advertises (WithValue, kept as the lock's dblock.Note,
-// as etcd's leaders proclaim a value). Only a Locker that can tell who
-// holds a lock can answer (HolderTeller: rowlock's Locker can); over any
-// other, Leader and Observe return ErrCannotTell. forupdate's cannot: its
-// lock is a row lock held by an open transaction, and its rows record no
-// holder and no note.
-//
-// Observe polls (WithObserveInterval, default DefaultObserveInterval): it
-// reports the leadership as each poll finds it, so a change that comes and
-// goes between two polls may be missed. A leader whose process dies is
-// seen gone once its lease has lapsed or another replica has taken over.
+// owner, its term's token, and the value it advertises (WithValue). Only a
+// Locker that can tell who holds a lock can answer (HolderTeller, as
+// rowlock's Locker is); over any other, Leader and Observe return
+// ErrCannotTell. Observe polls (WithObserveInterval, default
+// DefaultObserveInterval), so a change that comes and goes between two
+// polls may be missed.
 //
 // # Stepping down
 //
-// Leader.Resign ends the current term without ending Run: the function's
+// Leader.Resign ends the current term without ending Run. The function's
 // context is canceled with the cause ErrResigned, the lock is released once
-// the function has returned, and Run sits out for the resign pause
-// (WithResignPause, default DefaultResignPause) before it campaigns again,
-// so that another replica takes over. To stop campaigning for good, cancel
-// Run's context instead.
+// the function has returned, and Run sits out for WithResignPause (default
+// DefaultResignPause) before it campaigns again. To stop campaigning for
+// good, cancel Run's context.
 //
-// # Logging
+// # Logs
 //
 // A Leader logs where its Locker does (rowlock.WithLogger,
 // forupdate.WithLogger): elections at Info, lost leadership at Warn, errors
-// at Error. A dblock.Locker of another kind can say where by having a
-// Logger() *slog.Logger method; without one, the Leader logs to
-// slog.Default() at Warn and above.
+// at Error. Over a Locker of another kind it logs to slog.Default() at Warn
+// and above.
 package leader

@@ -57,7 +57,7 @@ func startReplica(t *testing.T, tg testdb.Target, name, value string, elected ch
 			<-ctx.Done()
 		}
 		return nil
-	}, append([]leader.Option{leader.WithTTL(time.Second), leader.WithValue(value)}, opts...)...)
+	}, append([]leader.Option{leader.WithLockOptions(dblock.TTL(time.Second)), leader.WithValue(value)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
-	"github.com/sqllock/sqllock/internal/logging"
 )
 
 // DefaultBackoff is how long a Leader pauses before campaigning again after
@@ -25,7 +24,7 @@ const releaseTimeout = 10 * time.Second
 type Option func(*config)
 
 type config struct {
-	ttl             time.Duration
+	lock            []dblock.Option
 	backoff         time.Duration
 	value           string
 	observeInterval time.Duration
@@ -33,11 +32,15 @@ type config struct {
 	logger          *slog.Logger
 }
 
-// WithTTL sets the lease of the leadership lock; default dblock.DefaultTTL. When
-// the leader's process dies, another replica takes over within about one TTL;
-// a leader cut off from the database steps down (its function's context is
-// canceled) before the lease could lapse.
-func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+// WithLockOptions sets the options of the leadership lock's acquisitions,
+// the dblock options. dblock.TTL is the lease; default dblock.DefaultTTL.
+// When the leader's process dies, another replica takes over within about
+// one TTL; a leader cut off from the database steps down (its function's
+// context is canceled) before the lease could lapse. dblock.Fair and
+// dblock.MinHold are passed on as given; the note is WithValue's.
+func WithLockOptions(opts ...dblock.Option) Option {
+	return func(c *config) { c.lock = append(c.lock, opts...) }
+}
 
 // WithBackoff sets the pause before campaigning again after the function
 // returned on its own or an acquisition failed; default DefaultBackoff.
@@ -53,6 +56,11 @@ func WithValue(v string) Option { return func(c *config) { c.value = v } }
 // WithObserveInterval sets how often Observe asks who leads; default
 // DefaultObserveInterval.
 func WithObserveInterval(d time.Duration) Option { return func(c *config) { c.observeInterval = d } }
+
+// WithLogger sets where the Leader logs. Default: where its Locker logs
+// (rowlock.WithLogger, forupdate.WithLogger); for a Locker of another
+// kind, slog.Default() at Warn and above.
+func WithLogger(logger *slog.Logger) Option { return func(c *config) { c.logger = logger } }
 
 // WithResignPause sets how long Run waits after Resign before campaigning
 // again; default DefaultResignPause.
@@ -93,8 +101,8 @@ type leaderTerm struct {
 // options at every campaign (forupdate refuses none of them) is refused here.
 func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts ...Option) (*Leader, error) {
 	cfg := config{
-		ttl: dblock.DefaultTTL, backoff: DefaultBackoff, observeInterval: DefaultObserveInterval,
-		resignPause: DefaultResignPause, logger: logging.Of(l),
+		backoff: DefaultBackoff, observeInterval: DefaultObserveInterval,
+		resignPause: DefaultResignPause, logger: lockkit.LoggerOf(l),
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -106,6 +114,8 @@ func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts 
 	switch {
 	case l == nil:
 		bad = &dblock.OptionError{Option: "Locker", Reason: "nil"}
+	case cfg.logger == nil:
+		bad = &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"}
 	case cfg.backoff <= 0:
 		bad = &dblock.OptionError{Option: "WithBackoff", Reason: "must be positive"}
 	case cfg.observeInterval <= 0:
@@ -116,9 +126,9 @@ func New(l dblock.Locker, name string, fn func(ctx context.Context) error, opts 
 	if bad != nil {
 		return nil, fmt.Errorf("leader: New: %w", bad)
 	}
-	// Asked once here (OptionChecker): Run would otherwise only find out
+	// Asked once here (lockkit.Capabilities): Run would otherwise only find out
 	// at its first campaign.
-	acquire := []dblock.Option{dblock.TTL(cfg.ttl), dblock.Note(cfg.value)}
+	acquire := append(append([]dblock.Option(nil), cfg.lock...), dblock.Note(cfg.value))
 	if err := lockkit.CheckOptions(l, acquire...); err != nil {
 		return nil, fmt.Errorf("leader: New: %w", err)
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/tuning"
 	"github.com/sqllock/sqllock/leader"
-	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -84,7 +84,7 @@ func TestLeaderChild(t *testing.T) {
 			<-ctx.Done() // lead until killed
 			t.Errorf("child lost the leadership: %v", context.Cause(ctx))
 			return nil
-		}, leader.WithTTL(ttl), leader.WithValue(os.Getenv("SQLLOCK_LEADER_VALUE")))
+		}, leader.WithLockOptions(dblock.TTL(ttl)), leader.WithValue(os.Getenv("SQLLOCK_LEADER_VALUE")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestLeaderFailoverAfterKill(t *testing.T) {
 					dbTime(deadExpiry), ttl, dbTime(afterDeath))
 			}
 
-			l, err := rowlock.New(tg.DB, rowlock.WithPollInterval(5*time.Millisecond, failoverMaxPoll))
+			l, err := rowlock.New(tg.DB, tuning.PollInterval(5*time.Millisecond, failoverMaxPoll).(rowlock.Option))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,7 +190,7 @@ func TestLeaderFailoverAfterKill(t *testing.T) {
 				elected <- ld.Lock().Token()
 				<-ctx.Done()
 				return nil
-			}, leader.WithTTL(ttl), leader.WithBackoff(50*time.Millisecond))
+			}, leader.WithLockOptions(dblock.TTL(ttl)), leader.WithBackoff(50*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -257,7 +257,7 @@ func TestLeaderCutOffStepsDown(t *testing.T) {
 				<-ctx.Done()
 				aCauses <- context.Cause(ctx)
 				return nil
-			}, leader.WithTTL(ttl), leader.WithBackoff(50*time.Millisecond))
+			}, leader.WithLockOptions(dblock.TTL(ttl)), leader.WithBackoff(50*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,7 +275,7 @@ func TestLeaderCutOffStepsDown(t *testing.T) {
 				bSaw <- sight{aCanceled: aCtx.Err() != nil, aLeads: a.IsLeader()}
 				<-ctx.Done()
 				return nil
-			}, leader.WithTTL(ttl), leader.WithBackoff(50*time.Millisecond))
+			}, leader.WithLockOptions(dblock.TTL(ttl)), leader.WithBackoff(50*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +338,7 @@ func TestLeaderStepsDownAndRecampaigns(t *testing.T) {
 					case <-time.After(50 * time.Millisecond):
 					}
 					return errors.New("term over") // logged, then step down
-				}, leader.WithTTL(time.Second), leader.WithBackoff(20*time.Millisecond))
+				}, leader.WithLockOptions(dblock.TTL(time.Second)), leader.WithBackoff(20*time.Millisecond))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -368,7 +368,7 @@ func TestLeaderErrors(t *testing.T) {
 		"nil locker": func() (*leader.Leader, error) { return leader.New(nil, "x", nil) },
 		"empty name": func() (*leader.Leader, error) { return leader.New(l, "", nil) },
 		"tiny TTL": func() (*leader.Leader, error) {
-			return leader.New(l, "x", nil, leader.WithTTL(time.Millisecond))
+			return leader.New(l, "x", nil, leader.WithLockOptions(dblock.TTL(time.Millisecond)))
 		},
 		"no backoff": func() (*leader.Leader, error) { return leader.New(l, "x", nil, leader.WithBackoff(0)) },
 		"nil option": func() (*leader.Leader, error) { return leader.New(l, "x", nil, nil) },
@@ -380,7 +380,7 @@ func TestLeaderErrors(t *testing.T) {
 	}
 
 	// Without fn the Leader just holds the leadership.
-	ld, err := leader.New(l, testdb.Name(t), nil, leader.WithTTL(time.Second))
+	ld, err := leader.New(l, testdb.Name(t), nil, leader.WithLockOptions(dblock.TTL(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,37 +408,4 @@ func TestLeaderErrors(t *testing.T) {
 	if err := gone.Run(t.Context()); !errors.Is(err, dblock.ErrClosed) {
 		t.Fatalf("Run with a closed Locker = %v, want ErrClosed", err)
 	}
-}
-
-// A Leader runs its function on one replica at a time, and campaigns again
-// when it loses the leadership.
-func ExampleLeader() {
-	ctx, stop := context.WithCancel(context.Background())
-	db := testdb.ExampleDB()
-	defer db.Close()
-	if err := migrations.Up(ctx, db); err != nil {
-		panic(err)
-	}
-	locker, err := rowlock.New(db)
-	if err != nil {
-		panic(err)
-	}
-	defer locker.Close()
-
-	var ld *leader.Leader
-	ld, err = leader.New(locker, fmt.Sprintf("example/leader-%d", time.Now().UnixNano()),
-		func(ctx context.Context) error {
-			fmt.Println("leading:", ld.IsLeader(), "with a fencing token:", ld.Lock().Token() > 0)
-			stop() // a real leader works until ctx is canceled
-			<-ctx.Done()
-			return nil
-		}, leader.WithTTL(10*time.Second))
-	if err != nil {
-		panic(err)
-	}
-	err = ld.Run(ctx)
-	fmt.Println("stopped:", err, "leading:", ld.IsLeader())
-	// Output:
-	// leading: true with a fencing token: true
-	// stopped: context canceled leading: false
 }

@@ -11,10 +11,10 @@ import (
 )
 
 // DefaultResignPause is how long a Leader that resigned waits before it
-// campaigns again: long enough for replicas waiting for the lock to take it
-// (a waiting rowlock Locker polls at most every second when it gets no
-// wake-up), short enough that a lone replica does not leave the name
-// without a leader for long.
+// campaigns again. It is long enough for replicas waiting for the lock to
+// take it: a waiting rowlock Locker polls at most every second when it
+// gets no wake-up. It is short enough that a lone replica does not leave
+// the name without a leader for long.
 const DefaultResignPause = 5 * time.Second
 
 // Term states: a term ends once, either by Resign or on its own.

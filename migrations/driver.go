@@ -28,6 +28,8 @@ type driver struct {
 	dialect dialectSQL
 	// known reports whether the migration files have a version.
 	known func(version uint) bool
+	// lease, on a Galera node, is the lock instead of GET_LOCK (lease.go).
+	lease *lease
 }
 
 // dialectSQL holds the few statements that differ between dialects.
@@ -82,12 +84,12 @@ var dialects = map[dblock.Dialect]dialectSQL{
 	},
 }
 
-func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect, known func(version uint) bool) (*driver, error) {
+func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect, known func(version uint) bool, lease *lease) (*driver, error) {
 	sqls, ok := dialects[d]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", dblock.ErrUnknownDialect, d)
 	}
-	drv := &driver{ctx: ctx, conn: conn, dialect: sqls, known: known}
+	drv := &driver{ctx: ctx, conn: conn, dialect: sqls, known: known, lease: lease}
 	if d == dblock.SQLite {
 		if err := prepareSQLite(ctx, conn); err != nil {
 			return nil, err
@@ -107,6 +109,11 @@ func newDriver(ctx context.Context, conn *sql.Conn, d dblock.Dialect, known func
 // drivers also lock before creating their table. The table must exist
 // before golang-migrate runs, because its Version does not lock.
 func (d *driver) ensureTable() (err error) {
+	if d.lease != nil {
+		if err := d.lease.create(d.ctx, d.conn); err != nil {
+			return err
+		}
+	}
 	if err := d.Lock(); err != nil {
 		return err
 	}
@@ -130,6 +137,9 @@ func (d *driver) Open(string) (database.Driver, error) {
 func (d *driver) Close() error { return nil }
 
 func (d *driver) Lock() error {
+	if d.lease != nil {
+		return d.lease.acquire(d.ctx, d.conn)
+	}
 	var got sql.NullInt64
 	if d.dialect.lockTimesOut {
 		if err := d.conn.QueryRowContext(d.ctx, d.dialect.lock).Scan(&got); err != nil {
@@ -147,6 +157,9 @@ func (d *driver) Lock() error {
 }
 
 func (d *driver) Unlock() error {
+	if d.lease != nil {
+		return d.lease.release(d.ctx, d.conn)
+	}
 	// Unlock may run after ctx was canceled; the lock must still go.
 	ctx := context.WithoutCancel(d.ctx)
 	if _, err := d.conn.ExecContext(ctx, d.dialect.unlock); err != nil {
@@ -194,6 +207,12 @@ func stripComments(stmt []byte) []byte {
 }
 
 func (d *driver) SetVersion(version int, dirty bool) error {
+	if d.lease != nil {
+		// Before and after each migration: the lease lasts while it runs.
+		if err := d.lease.renew(d.ctx, d.conn); err != nil {
+			return err
+		}
+	}
 	if d.dialect.lockIsTx {
 		// Already in the lock's transaction.
 		return d.writeVersion(d.conn, version, dirty)

@@ -16,7 +16,7 @@ import (
 const foldedVersion = 9
 
 // VersionError is returned by Up, Down and Version when the database's
-// schema version is one these migrations do not have: it was made by a
+// schema version is one these migrations do not have. It was made by a
 // newer sqllock, or by a development build from before version 1 replaced
 // the first nine migrations (see the package doc). errors.Is(err,
 // dblock.ErrSchemaMissing) holds for it: sqllock's tables must be made

@@ -36,3 +36,18 @@ func UpTo(ctx context.Context, db *sql.DB, d dblock.Dialect, version uint) error
 
 // HistoryLatest is the version UpHistory migrates to.
 const HistoryLatest = 9
+
+// UpRan is Up, and reports whether it ran migrations (false: it found the
+// schema current, under the migration lock).
+func UpRan(ctx context.Context, db *sql.DB) (ran bool, err error) {
+	d, err := resolve(ctx, db, nil)
+	if err != nil {
+		return false, err
+	}
+	err = runFrom(ctx, db, d, files, string(d), func(m *migrate.Migrate) error {
+		err := m.Up()
+		ran = err == nil
+		return err
+	})
+	return ran, err
+}

@@ -1,32 +1,3 @@
-// Package migrations creates and drops sqllock's tables with golang-migrate,
-// from SQL files embedded in the binary.
-//
-// The history is kept in its own table (MigrationsTable), so it never mixes
-// with the application's golang-migrate history. Up runs on one connection
-// borrowed from the caller's *sql.DB and returns it; it never closes the
-// *sql.DB (golang-migrate's own drivers do), and MySQL files are split into
-// statements here, so the DSN needs no multiStatements=true.
-//
-// Teams that run goose, Atlas or Flyway can take the same files from Files.
-//
-// On SQLite the migration lock is the file's write lock (BEGIN IMMEDIATE,
-// held while migrating), the pool's DSN must set a busy timeout
-// (_pragma=busy_timeout(5000); Up fails with dblock.ErrInvalidDB without
-// one), and Up puts the file in WAL mode, which stays with the file. The
-// SQLite schema has the lock tables and no forupdate tables.
-//
-// # Versions
-//
-// Version 1 creates the whole schema; changes after it come as new
-// migrations, and released files are never edited. Before the first
-// release the schema grew through nine migrations, which version 1
-// replaced: it creates exactly the schema their version 9 left. Databases
-// migrated by such development builds get no upgrade path, as nothing was
-// released, with one exception that costs nothing: a database left clean
-// at version 9 has version 1's tables, so it is taken to be at version 1
-// (its history row is rewritten by the next migration that runs). At any
-// other of those versions Up, Down and Version return a *VersionError:
-// drop sqllock's tables and MigrationsTable, then run Up.
 package migrations
 
 import (
@@ -53,7 +24,7 @@ import (
 const MigrationsTable = "sqllock_schema_migrations"
 
 // Latest is the version Up migrates to.
-const Latest = 4
+const Latest = 6
 
 // lockTimeout is how long golang-migrate waits for the driver's Lock before
 // it gives up. It gives up by returning, not by stopping Lock, which goes on
@@ -90,7 +61,9 @@ func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect =
 
 // Up creates or upgrades sqllock's tables to Latest. Running it again is a
 // no-op; concurrent calls (from several replicas starting at once) are
-// serialized by a database lock. A schema at a version these migrations do
+// serialized by a database lock. On a Galera cluster, where session locks
+// are each node's own, a lease row in LeaseTable serializes them across
+// the nodes (docs/galera.md). A schema at a version these migrations do
 // not have gets a *VersionError (see Versions above), and so does Down.
 func Up(ctx context.Context, db *sql.DB, opts ...Option) error {
 	return run(ctx, db, opts, func(m *migrate.Migrate) error { return m.Up() })
@@ -106,17 +79,7 @@ func run(ctx context.Context, db *sql.DB, opts []Option, step func(*migrate.Migr
 	if err != nil {
 		return err
 	}
-	var fsys fs.FS = files
-	if d == dblock.MySQL {
-		galera, err := lockkit.IsGalera(ctx, db)
-		if err != nil {
-			return fmt.Errorf("migrations: %w", lockkit.WrapDBError("cluster check", err))
-		}
-		if galera {
-			fsys = galeraFiles{files} // see galera.go
-		}
-	}
-	return runFrom(ctx, db, d, fsys, string(d), step)
+	return runFrom(ctx, db, d, files, string(d), step)
 }
 
 // resolve checks ctx and opts and returns db's dialect.
@@ -140,7 +103,23 @@ func resolve(ctx context.Context, db *sql.DB, opts []Option) (dblock.Dialect, er
 
 // runFrom is run with the migration files of dir in fsys (a test runs
 // other files than sqllock's own).
+//
+// On a Galera node the lock is a lease (lease.go), and the files are read
+// through galeraFiles (galera.go).
 func runFrom(ctx context.Context, db *sql.DB, d dblock.Dialect, fsys fs.FS, dir string, step func(*migrate.Migrate) error) (err error) {
+	var cluster *lease
+	if d == dblock.MySQL {
+		galera, err := lockkit.IsGalera(ctx, db)
+		if err != nil {
+			return fmt.Errorf("migrations: %w", lockkit.WrapDBError("cluster check", err))
+		}
+		if galera {
+			fsys = galeraFiles{fsys}
+			if cluster, err = newLease(); err != nil {
+				return fmt.Errorf("migrations: %w", err)
+			}
+		}
+	}
 	src, err := iofs.New(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
@@ -153,8 +132,12 @@ func runFrom(ctx context.Context, db *sql.DB, d dblock.Dialect, fsys fs.FS, dir 
 	// never holding the migration lock (see lockTimeout).
 	defer conn.Close()
 	defer releaseLock(ctx, conn, d)
+	if cluster != nil {
+		// However we leave, the lease goes, before conn does.
+		defer func() { _ = cluster.release(ctx, conn) }()
+	}
 
-	drv, err := newDriver(ctx, conn, d, func(version uint) bool { return hasVersion(src, version) })
+	drv, err := newDriver(ctx, conn, d, func(version uint) bool { return hasVersion(src, version) }, cluster)
 	if err != nil {
 		_ = src.Close()
 		return fmt.Errorf("migrations: %w", err)

@@ -80,7 +80,7 @@ func TestUpDownVersion(t *testing.T) {
 			}
 			// PostgreSQL keeps forupdate's token counter in a sequence,
 			// MySQL in a table; SQLite has no forupdate tables.
-			want := map[dblock.Dialect]int{dblock.Postgres: 6, dblock.MySQL: 7, dblock.SQLite: 5}[tg.Dialect]
+			want := map[dblock.Dialect]int{dblock.Postgres: 7, dblock.MySQL: 7, dblock.SQLite: 5}[tg.Dialect]
 			if n := tableCount(t, db, tg.Dialect); n != want {
 				t.Fatalf("%d dblock_ tables after Up, want %d", n, want)
 			}
@@ -339,7 +339,7 @@ func TestConcurrentUpFreshSchema(t *testing.T) {
 					if v, dirty, err := migrations.Version(ctx, db); err != nil || v != migrations.Latest || dirty {
 						t.Fatalf("Version after concurrent Up = %d dirty=%v %v, want %d", v, dirty, err, migrations.Latest)
 					}
-					want := map[dblock.Dialect]int{dblock.Postgres: 6, dblock.MySQL: 7}[tg.Dialect]
+					want := map[dblock.Dialect]int{dblock.Postgres: 7, dblock.MySQL: 7}[tg.Dialect]
 					if n := tableCount(t, db, tg.Dialect); n != want {
 						t.Fatalf("%d dblock_ tables after Up, want %d", n, want)
 					}

@@ -52,11 +52,11 @@ func TestVersionOnlyReads(t *testing.T) {
 			if v, dirty, err := migrations.Version(ctx, ro); err != nil || v != migrations.Latest || dirty {
 				t.Fatalf("Version on a read-only pool after Up = %d dirty=%v %v, want %d", v, dirty, err, migrations.Latest)
 			}
-			if err := setStoredVersion(t, own.DB, 5); err != nil {
+			if err := setStoredVersion(t, own.DB, 8); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := migrations.Version(ctx, ro); !errors.As(err, new(*migrations.VersionError)) || !errors.Is(err, dblock.ErrSchemaMissing) {
-				t.Fatalf("Version on a read-only pool at version 5 = %v, want a *VersionError", err)
+				t.Fatalf("Version on a read-only pool at version 8 = %v, want a *VersionError", err)
 			}
 		})
 	}

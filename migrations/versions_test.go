@@ -57,7 +57,7 @@ func TestReplacedHistoryVersions(t *testing.T) {
 			for _, stored := range []struct {
 				version int
 				dirty   bool
-			}{{5, false}, {migrations.HistoryLatest, true}, {migrations.HistoryLatest + 1, false}} {
+			}{{8, false}, {migrations.HistoryLatest, true}, {migrations.HistoryLatest + 1, false}} {
 				q := fmt.Sprintf(`UPDATE %s SET version = %d, dirty = %v`, migrations.MigrationsTable, stored.version, stored.dirty)
 				if _, err := db.ExecContext(ctx, q); err != nil {
 					t.Fatalf("%s: %v", q, err)

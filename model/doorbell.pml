@@ -1,5 +1,5 @@
 /*
- * The MySQL doorbell's wake-up protocol (rowlock/bell.go), for spin:
+ * The MySQL doorbell's wake-up protocol (internal/wake/bell.go), for spin:
  * waiters block on a GET_LOCK that the holder's session connection holds,
  * and the holder's session releases it ("rings") after a release that a
  * waiter asked to be told of. README.md beside this file maps the steps to
@@ -75,8 +75,8 @@ byte  crashes;
 #endif
 
 /* The session connection of process s: rings on request (bells.ring). A
- * ring is two statements: myRing releases bell c and takes c + 2, then
- * myRecordBell records c + 1. A request is taken off the session's
+ * ring is two statements: myRecordBell records c + 1, then myRing
+ * releases bell c and takes c + 2. A request is taken off the session's
  * one-slot channel (session.ring) before the ring starts, so one made
  * during a ring brings another. (Clearing it when the ring ends instead
  * would lose nothing: a waiter that armed for the lost request read the
@@ -90,8 +90,8 @@ end_sess:
 		bcur[s] = 1 }                           /* RELEASE_LOCK(bell K) */
 		atomic { bcur[s] = 0 }                  /* GET_LOCK(bell K, 0) again */
 #else
-		bcur[s]++ }                             /* myRing: RELEASE_LOCK(K.c) + GET_LOCK(K.c+2, 0) */
-		atomic { tab[s] = bcur[s] }             /* myRecordBell: bell = c + 1 */
+		tab[s] = bcur[s] + 1 }                  /* myRecordBell: bell = c + 1 */
+		atomic { bcur[s]++ }                    /* myRing: RELEASE_LOCK(K.c) + GET_LOCK(K.c+2, 0) */
 #endif
 	od
 }
@@ -150,8 +150,8 @@ proctype Client(byte p) {
 #ifndef MUT_ARM_FIRST
 		/* (a) the holder session's current generation (myBellOf): the
 		 * recorded one, then, in the same statement but not atomically
-		 * with it, one more if that bell is free already (it rang and its
-		 * record is on its way, or the session ended) */
+		 * with it, one more if that bell is free already (the session
+		 * ended; the record goes before the ring) */
 		atomic { ALIVE -> g = (k > 0 -> tab[k - 1] : 0) }
 #ifdef MUT_BELL_AHEAD
 		/* mutant: one more whatever the bell's state */

@@ -27,6 +27,10 @@
  *   CFG_CRASH      progress when the holder dies (LTL progress_crash)
  *   CFG_FAIRWAKE   two fair waiters in one Locker: the head of the queue is
  *                  the one that polls (LTL progress_fair)
+ *   CFG_FAILOVER   3 processes, 2 names, no markers: an unplanned PostgreSQL
+ *                  failover that loses the commits not yet replicated, the
+ *                  timeline in the tokens and the failover pause (safety,
+ *                  exhaustive)
  *   CFG_ALL        everything of the safety configurations at once, too
  *                  large to search exhaustively: a swarm of bitstate runs
  * Mutants (model/mutants/*.pml) define one MUT_* switch and include this
@@ -123,6 +127,17 @@
 #define CRASHES 0       /* a crash is a session ending plus a stall: both here */
 #endif
 
+#ifdef CFG_FAILOVER     /* README: the failover, and why no markers */
+#define NN 2
+#define PIN 1           /* process 0 uses name 0, process 2 name 1, process 1 either */
+#define FAILOVER
+#define REAPER
+#define MAXTOK 2        /* tokens drawn per timeline */
+#define FAULTS 0
+#define GIVEUP 0
+#define CRASHES 0
+#endif
+
 #ifdef CFG_ALL          /* everything at once: bitstate search only (README) */
 #define NN 2
 #define PIN 1           /* process 0 uses name 0, process 2 name 1, process 1 either */
@@ -152,7 +167,7 @@
 #endif
 
 #ifndef NN
-#error "choose a configuration: -DCFG_LEASE, -DCFG_MARKERS, -DCFG_QUEUE, -DCFG_QUEUEFAULTS, -DCFG_MARKQUEUE, -DCFG_CRASH, -DCFG_FAIRWAKE or -DCFG_ALL"
+#error "choose a configuration: -DCFG_LEASE, -DCFG_MARKERS, -DCFG_QUEUE, -DCFG_QUEUEFAULTS, -DCFG_MARKQUEUE, -DCFG_CRASH, -DCFG_FAIRWAKE, -DCFG_FAILOVER or -DCFG_ALL"
 #endif
 #ifndef CRASHABLE
 #define CRASHABLE(p) true
@@ -280,6 +295,31 @@ bool  rq[NN];           /* queued (MySQL): false proves the name has no waiter r
 #endif
 /* dblock_fences: both names on one stripe */
 byte  fence;
+#ifdef FAILOVER
+/* The primary's WAL timeline: 1, then 2 after the failover. dblock_timelines
+ * (migration 6): whether timeline 1 and 2 are recorded, and the pause left
+ * on timeline 2 (first_seen(2) + P - now, clamped at 0). Timeline 1 is
+ * recorded by the migration, first seen at -infinity. */
+byte  tl = 1;
+#ifdef MUT_FAILOVER_FIRST_RECORD
+bool  rec1;             /* recorded by the first take on timeline 1 */
+#else
+bool  rec1 = 1;         /* migration 6 records the timeline it runs on, before any step */
+#endif
+bool  rec2;
+byte  pl;
+/* The standby: the primary's state at the last moment its WAL reached the
+ * standby. fo: 0 before that moment, 1 after it, 2 failed over. Timeline 2
+ * is not recorded before the failover: nothing of it to copy. */
+byte  fo;
+bool  sb_rex[NN];
+byte  sb_rtok[NN];
+byte  sb_rown[NN];
+byte  sb_rhc[NN];
+short sb_rexp[NN];
+byte  sb_fence;
+bool  sb_rec1;
+#endif
 /* dblock_waiters: at most one row per process (one Acquire at a time) */
 bool  wrow[NP];
 byte  wid[NP];          /* identity column: FIFO order */
@@ -316,6 +356,9 @@ bool  wake[NP];         /* the waiter's one-slot wake channel */
 /* ======== ghosts for the properties ======== */
 byte  lasttok[NN];      /* last token issued per name */
 byte  got;              /* acquisitions counted by the liveness configurations */
+#ifdef FAILOVER
+bool  stale[NP];        /* the belief rests on a statement sent before the failover */
+#endif
 
 /* ======== safety properties ======== */
 #ifdef MARKERS
@@ -332,13 +375,82 @@ byte  got;              /* acquisitions counted by the liveness configurations *
 #define SESSOK(p) true
 #endif
 
+/* ---- the failover (FAILOVER): tokens and the pause ---- */
+#ifdef FAILOVER
+/* A token is at least one above its timeline's base (T << 40 in the code,
+ * T's first MAXTOK values here, so the bound is per timeline). */
+#ifdef MUT_FAILOVER_NO_TIMELINE
+#define TLBASE 0                        /* mutant: the token without the timeline */
+#else
+#define TLBASE ((tl - 1) * MAXTOK)
+#endif
+/* P, the failover pause (WithFailoverPause). A hold believes for at most
+ * P after its last successful take or renewal (Locker.belief): here TTL =
+ * P, so its local deadline is the lease's. */
+#if defined(MUT_FAILOVER_NO_PAUSE)
+#define PAUSE 0                         /* mutant: WithFailoverPause(0) */
+#elif defined(MUT_FAILOVER_SHORT_PAUSE)
+#define PAUSE (TTL - 1)                 /* mutant: P below the belief */
+#else
+#define PAUSE TTL
+#endif
+/* the timeline of token t (its high bits) */
+#define TOKTL(t) (((t) + MAXTOK - 1) / MAXTOK)
+/* pgNoEarlierTimeline: no timeline below tl is recorded */
+#define NOEARLIER (tl == 1 || !rec1)
+/* pgPausePassedTake / Fresh: tl is recorded, and its pause is over (timeline
+ * 1, recorded by the migration at -infinity, never pauses) */
+#define PASSED (tl == 1 -> rec1 : rec2 && pl == 0)
+/* pgPauseOverTake: the takeover of a row whose token is t may succeed: no
+ * pause, a row tokened on the current timeline (its holders all took it
+ * on this server), or the pause over */
+#define TAKEOK(t) (PAUSE == 0 || TOKTL(t) >= tl || PASSED)
+/* pgPauseOverFresh: the insert of a fresh row may succeed */
+#define INSOK (PAUSE == 0 || NOEARLIER || PASSED)
+/* The re-entry waits for the pause too (the model's finding, README): the
+ * promoted server may bring back a row whose release it lost; its owner
+ * would re-enter it while the holder that took the lock after that
+ * release, lost too, still believes. MUT_FAILOVER_REENTRY: the rule as
+ * e0c1ccb has it, re-entries never paused. */
+#ifdef MUT_FAILOVER_REENTRY
+#define REOK(t) true
+#else
+#define REOK(t) TAKEOK(t)
+#endif
+/* pgRecordTimeline, in pgInsert: the insert (the second statement of
+ * every take that did not succeed at once) records tl when it is missing,
+ * first seen now, whether or not it inserts; it is judged without it. */
+inline record() {
+	if
+	:: tl == 1 && !rec1 -> rec1 = 1         /* only in MUT_FAILOVER_FIRST_RECORD */
+	:: tl == 2 && !rec2 -> rec2 = 1; pl = PAUSE
+	:: else
+	fi
+}
+#define FRESH(p) stale[p] = 0
+/* a belief from before the failover, whose statement the failover may have
+ * lost, ends before a take can succeed on the new primary */
+#define PAUSECOVERS(p) (stale[p] && !NOEARLIER && (rec2 -> pl >= ldl[p] : PAUSE >= ldl[p]))
+#else
+#define TLBASE 0
+#define TAKEOK(t) true
+#define INSOK true
+#define REOK(t) true
+inline record() { skip }
+#define FRESH(p) skip
+#define PAUSECOVERS(p) false
+#endif
+/* the token of a take: GREATEST(t + 1, base + 1); TOKFULL: over the bound */
+#define NEXTTOK(t) ((t) + 1 > TLBASE + 1 -> (t) + 1 : TLBASE + 1)
+#define TOKFULL(t) (NEXTTOK(t) > TLBASE + MAXTOK)
+
 /* p believes it holds hn[p]: a hold, not released, and neither its lease
  * deadline nor (with a marker) its session deadline has passed by its own
  * clock. That is Lock.Err() == nil when the process looks. */
 #define BEL(p) (hc[p] > 0 && ldl[p] > 0 && SESSOK(p))
 /* what p believes is true in the database: the row is p's, with p's token,
  * and its lease has not lapsed by the database clock */
-#define LEASE(p) (!BEL(p) || (rex[hn[p]] && rown[hn[p]] == OWN(p) && rtok[hn[p]] == htok[p] && rexp[hn[p]] > 0))
+#define LEASE(p) (!BEL(p) || (rex[hn[p]] && rown[hn[p]] == OWN(p) && rtok[hn[p]] == htok[p] && rexp[hn[p]] > 0) || PAUSECOVERS(p))
 #define EXCL(p, q) (!(BEL(p) && BEL(q) && hn[p] == hn[q]))
 
 /* Checked after every step that can make either false: every step that
@@ -388,7 +500,7 @@ inline notpassed(p, n, q) { skip }
 
 /* the process now holds the lock, from a statement sent now */
 inline hold(p, t) {
-	hc[p] = 1; htok[p] = t; hkey[p] = KEY(p); STARTLDL(ldl[p])
+	hc[p] = 1; htok[p] = t; hkey[p] = KEY(p); STARTLDL(ldl[p]); FRESH(p)
 }
 
 /* The queued flag (MySQL, migration 4). A row is created queued; a fair
@@ -430,20 +542,20 @@ inline hold(p, t) {
 inline take(p, n, q, res) {
 	if
 	:: !rex[n] -> res = R_NOROW
-	:: rex[n] && rexp[n] <= 0 && (FAST(n, q) || !OLDER(n, q) || LAPSEDOWNER(n, p)) ->
+	:: rex[n] && rexp[n] <= 0 && TAKEOK(rtok[n]) && (FAST(n, q) || !OLDER(n, q) || LAPSEDOWNER(n, p)) ->
 		if
-		:: rtok[n] >= MAXTOK -> res = R_ERR     /* bound: as if never sent */
+		:: TOKFULL(rtok[n]) -> res = R_ERR      /* bound: as if never sent */
 		:: else ->
 			/* the head-of-line rule: no live waiter older than the taker */
 			assert(!OLDER(n, q));
 			if :: !FAST(n, q) -> SETRQ(n, q) :: else fi;
 			notpassed(p, n, q);
-			rtok[n]++;
+			rtok[n] = NEXTTOK(rtok[n]);
 			issued(n, rtok[n]);
 			rhc[n] = 1; rown[n] = OWN(p); rexp[n] = TTL; rsk[n] = KEY(p); SETMH(n);
 			res = R_TAKE
 		fi
-	:: rex[n] && rexp[n] > 0 && rhc[n] > 0 && rown[n] == OWN(p) ->
+	:: rex[n] && rexp[n] > 0 && rhc[n] > 0 && rown[n] == OWN(p) && REOK(rtok[n]) ->
 		if
 		:: rhc[n] >= 3 -> res = R_ERR           /* bound */
 		:: else ->
@@ -452,7 +564,7 @@ inline take(p, n, q, res) {
 			if :: rsk[n] != KEY(p) -> rsk[n] = 0 :: else fi;   /* another key: lease only */
 			res = R_REENTER
 		fi
-	:: else -> res = R_FAIL
+	:: else -> res = R_FAIL; record()  /* pgInsert follows, and records */
 	fi
 }
 
@@ -462,8 +574,8 @@ inline take(p, n, q, res) {
 inline insert(p, n, q, res, early) {
 	if
 	:: rex[n] -> res = R_FAIL                   /* ON CONFLICT DO NOTHING / 1062 */
-	:: !rex[n] && OLDER(n, q) -> res = R_FAIL   /* kept for older fair waiters */
-	:: !rex[n] && !OLDER(n, q) ->
+	:: !rex[n] && (OLDER(n, q) || !INSOK) -> res = R_FAIL   /* kept for older fair waiters, or paused */
+	:: !rex[n] && !OLDER(n, q) && INSOK ->
 #ifdef MUT_EARLY_TOKEN
 		if
 		:: early == 0 -> res = R_ERR
@@ -476,17 +588,18 @@ inline insert(p, n, q, res, early) {
 		fi
 #else
 		if
-		:: fence >= MAXTOK -> res = R_ERR       /* bound */
+		:: TOKFULL(fence) -> res = R_ERR        /* bound */
 		:: else ->
 			notpassed(p, n, q);
-			fence++;
+			fence = NEXTTOK(fence);
 			rex[n] = 1; rtok[n] = fence; NEWRQ(n);
 			issued(n, fence);
 			rhc[n] = 1; rown[n] = OWN(p); rexp[n] = TTL; rsk[n] = KEY(p); SETMH(n);
 			res = R_TAKE
 		fi
 #endif
-	fi
+	fi;
+	record()
 }
 
 /* pgRenew / myRenew: never shortens, never revives */
@@ -740,7 +853,7 @@ holding:
 				atomic {
 					renew(p, n, htok[p], TTL, ok);
 					if
-					:: ok -> STARTLDL(ldl[p]); ok = 0; check()
+					:: ok -> STARTLDL(ldl[p]); FRESH(p); ok = 0; check()
 					:: else -> goto releasing        /* lost: taken over or lapsed */
 					fi
 				}
@@ -766,13 +879,13 @@ holding:
 releasing:
 			/* Release: released := true, then the UPDATE (which may fail) */
 			atomic {
-				hc[p] = 0; ldl[p] = 0; hkey[p] = 0; ok = 0;
+				hc[p] = 0; ldl[p] = 0; hkey[p] = 0; ok = 0; FRESH(p);
 				if
 				:: release(p, n, htok[p])
 				:: FAULTS -> skip                       /* error: the lease lapses */
 				fi;
 #ifdef WAITLIST
-				wakefirst(LOCKER(p), n);                /* busyWaitlists.wakeFirst */
+				wakefirst(LOCKER(p), n);                /* the Locker's waitlist.wakeFirst */
 #endif
 				htok[p] = 0;
 				RESET
@@ -898,6 +1011,49 @@ end_chaos:
 }
 #endif
 
+#ifdef FAILOVER
+/* An unplanned failover of a PostgreSQL primary with an asynchronous
+ * standby. First, at any moment, the WAL stops reaching the standby: it
+ * keeps the primary's state as it was then (the commits after it are
+ * never replicated). Later the primary dies and the standby is promoted:
+ * the database is the standby's copy, on a new timeline. The holders keep
+ * their beliefs and local deadlines; their connections break, so their
+ * next statements go to the new primary (README: why that needs no step
+ * here). The database clock goes on: the new primary's clock is taken to
+ * agree with the old one's (README). */
+active proctype Failover() {
+	byte i;
+end_failover:
+	do
+	:: STEP {
+		fo == 0 ->
+		for (i : 0 .. NN - 1) {
+			sb_rex[i] = rex[i]; sb_rtok[i] = rtok[i]; sb_rown[i] = rown[i];
+			sb_rhc[i] = rhc[i]; sb_rexp[i] = rexp[i]
+		}
+		sb_fence = fence; sb_rec1 = rec1;
+		i = 0; fo = 1
+	   }
+	:: STEP {
+		fo == 1 ->
+		for (i : 0 .. NN - 1) {
+			rex[i] = sb_rex[i]; rtok[i] = sb_rtok[i]; rown[i] = sb_rown[i];
+			rhc[i] = sb_rhc[i]; rexp[i] = sb_rexp[i]; rsk[i] = 0;
+			sb_rex[i] = 0; sb_rtok[i] = 0; sb_rown[i] = 0; sb_rhc[i] = 0; sb_rexp[i] = 0
+		}
+		fence = sb_fence; rec1 = sb_rec1;
+		sb_fence = 0; sb_rec1 = 0;
+		for (i : 0 .. NP - 1) {
+			stale[i] = (hc[i] > 0)
+		}
+		tl++;
+		i = 0; fo = 2;
+		check()
+	   }
+	od
+}
+#endif
+
 /* a countdown in db ticks */
 inline down(x) {
 	if :: x > 0 -> x-- :: else fi
@@ -923,6 +1079,9 @@ end_clock:
 		BEATDUE(0); BEATDUE(1); BEATDUE(2);
 		for (i : 0 .. NN - 1) {
 			if :: rex[i] -> age(rexp[i]) :: else fi;
+#ifdef FAILOVER
+			if :: sb_rex[i] -> age(sb_rexp[i]) :: else fi;
+#endif
 #ifdef MINHOLD
 			down(rmh[i])
 #endif
@@ -937,6 +1096,9 @@ end_clock:
 			:: else -> STARTSDL(sdl[i]); sdl[i] = (sup[i] -> sdl[i] : 0)
 			fi
 		}
+#ifdef FAILOVER
+		down(pl);
+#endif
 		i = 0;
 		check()
 	   }

@@ -1,46 +1,40 @@
 // Package reaper deletes what sqllock leaves behind in the database: lock
-// rows whose lease has lapsed (released locks keep their row, and crashed
-// holders leave theirs; semaphores' permits and read/write locks' holds
-// are lock rows too), the recorded limits of semaphores no one holds, and
-// dead fair-queue waiters. It runs as a
-// robfig/cron job in the application, or once with RunOnce (`sqllock reap`
-// does that from a shell or a crontab).
+// rows whose lease has lapsed (released locks keep their row, and so do
+// crashed holders), the recorded limits of semaphores no one holds, and
+// dead fair-queue waiters. Start one on every replica, as a robfig/cron
+// job in the application; or run it once with RunOnce (`sqllock reap`
+// does that from a crontab).
 //
-//	r, err := reaper.New(locker)
+//	r, err := reaper.New(locker, reaper.WithSchedule("@every 5m"))
 //	if err != nil {
 //		return err
 //	}
 //	r.Start()
 //	defer func() { <-r.Stop().Done() }()
 //
-// The reaper writes no SQL of its own: it works through the Locker it is
-// given, whose Sweep deletes lock rows, SweepSemaphores semaphores' limits
-// and DeleteDeadWaiters dead waiters. It logs to the Locker's logger
-// (rowlock.WithLogger): each sweep that deleted something at Info, one that
-// deleted nothing at Debug, failures at Error.
+// Example and ExampleReaper_RunOnce run against a real database. A sweep
+// first takes the reaper lock (DefaultLockName) without waiting, so one
+// replica sweeps at a time and the others skip their turn. The reaper logs
+// to the Locker's logger: sweeps that deleted something at Info, the
+// others at Debug, failures at Error.
 //
-// Start it on every replica: a sweep first takes the reaper lock
-// (DefaultLockName) without waiting, so one replica sweeps at a time and the
-// others skip their turn.
+// # Safety rules
 //
-// # Never a live lock
+// Never a live lock: whether a lease has lapsed is judged by the database
+// clock, in the statement that deletes the row, with the row locked. A
+// holder renewing at that moment either renews first, or had already
+// declared the lock lost. Rows released early under MinHold stay until
+// MinHold has passed, and WithGrace keeps rows a little longer still.
 //
-// Whether a lease has lapsed is judged by the database clock, in the
-// statement that deletes the row, with the row locked: a holder renewing at
-// that moment either renews first (and the row is no longer lapsed) or finds
-// the row gone only if its lease had already lapsed, in which case the
-// holder had declared the lock lost before. Rows released early under
-// MinHold stay until MinHold has passed. The grace (WithGrace) keeps rows a
-// little longer still. Deleting a row never lets fencing tokens go
-// backwards: rowlock.Locker.Sweep records the row's token first, in the same
+// Never a token backwards: before it deletes a row, a sweep raises the
+// token counter that a fresh row of that name draws from, in the same
 // transaction.
 //
-// # Never in the way
+// Never in the way: a sweep walks the lock table once, in primary-key
+// order, in short transactions of WithBatchSize rows that skip rows an
+// acquirer has locked. So acquirers keep their latency while a million
+// rows are swept (TestSweepUnderLoad measures it).
 //
-// A sweep walks the lock table once, in primary-key order, in batches
-// (WithBatchSize): each batch reads the next rows without locking them and
-// deletes the lapsed ones in its own short transaction that skips rows an
-// acquirer has locked. So sweeping a million rows holds no lock for long,
-// and acquirers keep their latency (TestSweepUnderLoad logs the figures;
-// docs/benchmarks.md reports them).
+// The arguments are in the repository's docs/design.md, section "The
+// reaper".
 package reaper

@@ -6,7 +6,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
-	"github.com/sqllock/sqllock/rowlock"
+	"github.com/sqllock/sqllock/internal/rowops"
 )
 
 // Defaults of the options.
@@ -16,6 +16,9 @@ const (
 
 	// DefaultBatchSize is how many rows one short transaction deletes.
 	DefaultBatchSize = 1000
+	// MaxBatchSize bounds WithBatchSize, so one transaction never holds
+	// many row locks (and a MySQL statement's placeholders stay few).
+	MaxBatchSize = rowops.MaxSweepBatch
 
 	// DefaultGrace is how long after its lease lapsed a lock row is kept:
 	// a released row carries its name's token, and a name used again soon
@@ -43,7 +46,7 @@ func WithSchedule(spec string) Option { return func(c *config) { c.schedule = sp
 
 // WithBatchSize sets how many lock rows one batch looks at (and so at most
 // deletes, in one transaction), and how many dead waiters one transaction
-// deletes, from 1 to rowlock.MaxSweepBatch. Smaller batches hold fewer row
+// deletes, from 1 to MaxBatchSize. Smaller batches hold fewer row
 // locks for less time; larger ones sweep faster. Default DefaultBatchSize.
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 
@@ -60,8 +63,8 @@ func WithLockName(name string) Option { return func(c *config) { c.lockName = na
 func (c *config) validate() error {
 	var err error
 	switch {
-	case c.batchSize < 1 || c.batchSize > rowlock.MaxSweepBatch:
-		err = &dblock.OptionError{Option: "WithBatchSize", Reason: fmt.Sprintf("must be 1 to %d, got %d", rowlock.MaxSweepBatch, c.batchSize)}
+	case c.batchSize < 1 || c.batchSize > MaxBatchSize:
+		err = &dblock.OptionError{Option: "WithBatchSize", Reason: fmt.Sprintf("must be 1 to %d, got %d", MaxBatchSize, c.batchSize)}
 	case c.grace < 0:
 		err = &dblock.OptionError{Option: "WithGrace", Reason: "must not be negative, got " + c.grace.String()}
 	default:

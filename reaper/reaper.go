@@ -13,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/metrics"
+	"github.com/sqllock/sqllock/internal/rowops"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -20,12 +21,13 @@ import (
 // schedule (Start). It is safe for concurrent use.
 type Reaper struct {
 	locker   *rowlock.Locker
+	ops      rowops.Ops // the Locker's sweeps and waiter table
 	cfg      config
 	schedule cron.Schedule
 	// logger is the Locker's: a summary of each sweep at Info (Debug when
 	// it deleted nothing), failed sweeps at Error.
 	logger *slog.Logger
-	// metrics go to the Locker's meter provider (metrics.Of): sweeps by
+	// metrics go to the Locker's meter provider: sweeps by
 	// outcome, rows deleted.
 	metrics *metrics.Instruments
 
@@ -45,7 +47,7 @@ type Result struct {
 	// Waiters is the number of dead waiters deleted.
 	Waiters int
 	// Semaphores is the number of semaphore limits deleted: those of
-	// names with no permit held (rowlock.Locker.SweepSemaphores).
+	// names with no permit held (rowlock.Locker.Semaphore).
 	Semaphores int
 	// Skipped is true when another reaper held the reaper lock, so this
 	// one did nothing.
@@ -53,8 +55,9 @@ type Result struct {
 }
 
 // New returns a Reaper that sweeps the tables of locker's database through
-// locker (rowlock.Locker.Sweep and DeleteDeadWaiters), which must stay open
-// while the reaper runs. New does no I/O.
+// locker, which must stay open while the reaper runs. It logs to locker's
+// logger and measures with locker's meter provider (rowlock.WithLogger,
+// rowlock.WithMeterProvider). New does no I/O.
 func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "locker", Reason: "nil *rowlock.Locker"})
@@ -78,19 +81,21 @@ func New(locker *rowlock.Locker, opts ...Option) (*Reaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", &dblock.OptionError{Option: "WithSchedule", Reason: fmt.Sprintf("%q: %v", cfg.schedule, err)})
 	}
-	meters, err := metrics.New(metrics.Of(locker), "rowlock")
+	ops, _ := rowops.Of(locker)
+	meters, err := metrics.New(ops.MeterProvider(), "rowlock")
 	if err != nil {
 		return nil, fmt.Errorf("reaper: metrics: %w", err)
 	}
-	return &Reaper{locker: locker, cfg: cfg, schedule: schedule, logger: locker.Logger(), metrics: meters}, nil
+	return &Reaper{locker: locker, ops: ops, cfg: cfg, schedule: schedule, logger: ops.Logger(), metrics: meters}, nil
 }
 
 // RunOnce sweeps now: it deletes lock rows whose lease lapsed more than the
 // grace ago, then the limits of idle semaphores, then dead waiters, in batches of one short transaction each,
 // until a batch comes back short. A live lock is never deleted, nor a
 // lingering one (released early under MinHold): both have leases in the
-// future by the database clock. Tokens of deleted rows are kept by
-// rowlock.Locker.Sweep, so they never go backwards.
+// future by the database clock. The sweep keeps the tokens of deleted rows
+// (in the token counters, in the same transaction), so they never go
+// backwards.
 //
 // Only one reaper sweeps a database at a time: RunOnce first takes the
 // reaper lock (WithLockName) without waiting, and when another reaper holds
@@ -224,17 +229,17 @@ func (r *Reaper) sweepHeld(ctx context.Context, guard dblock.Lock, stop <-chan s
 		batch   func() (n int, done bool, err error)
 	}{
 		{&res.Locks, func() (int, bool, error) {
-			n, next, err := r.locker.Sweep(ctx, r.cfg.grace, r.cfg.batchSize, after)
+			n, next, err := r.ops.Sweep(ctx, r.cfg.grace, r.cfg.batchSize, after)
 			after = next
 			return n, next == "", err
 		}},
 		{&res.Semaphores, func() (int, bool, error) {
-			n, next, err := r.locker.SweepSemaphores(ctx, r.cfg.grace, r.cfg.batchSize, afterSemaphore)
+			n, next, err := r.ops.SweepSemaphores(ctx, r.cfg.grace, r.cfg.batchSize, afterSemaphore)
 			afterSemaphore = next
 			return n, next == "", err
 		}},
 		{&res.Waiters, func() (int, bool, error) {
-			n, err := r.locker.DeleteDeadWaiters(ctx, r.cfg.grace, r.cfg.batchSize)
+			n, err := r.ops.Queue().DeleteDead(ctx, r.cfg.grace, r.cfg.batchSize)
 			return n, n < r.cfg.batchSize, err
 		}},
 	}

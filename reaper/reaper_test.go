@@ -31,7 +31,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 	}{
 		{"nil option", nil, dblock.ErrInvalidOption},
 		{"batch 0", reaper.WithBatchSize(0), dblock.ErrInvalidOption},
-		{"batch too big", reaper.WithBatchSize(rowlock.MaxSweepBatch + 1), dblock.ErrInvalidOption},
+		{"batch too big", reaper.WithBatchSize(reaper.MaxBatchSize + 1), dblock.ErrInvalidOption},
 		{"negative grace", reaper.WithGrace(-time.Second), dblock.ErrInvalidOption},
 		{"bad schedule", reaper.WithSchedule("every minute"), dblock.ErrInvalidOption},
 		{"empty schedule", reaper.WithSchedule(""), dblock.ErrInvalidOption},

@@ -42,7 +42,7 @@ func (l *Locker) tryAcquire(ctx context.Context, name string, opts []dblock.Opti
 	}
 	a.metrics = in
 	a.nowait = nowait
-	a.sessionKey = l.sess.key(ctx) // Acquire's waiting reads it at every try
+	a.sessionKey = l.sess.Key(ctx) // Acquire's waiting reads it at every try
 	out, sent, err := l.try(ctx, a)
 	if err != nil {
 		l.dropOrphan(ctx, a)
@@ -85,8 +85,8 @@ func record(ctx context.Context, in *metrics.Instruments, mode metrics.Mode, err
 	in.Acquisition(context.WithoutCancel(ctx), mode, result, clock.Now().Sub(started))
 }
 
-// Acquire waits until name is held or ctx ends; see the package doc for
-// how waiters are woken. When ctx ends first the error joins
+// Acquire waits until name is held or ctx ends; docs/design.md (Waking
+// waiters) says how waiters are woken. When ctx ends first the error joins
 // dblock.ErrNotAcquired and ctx.Err(). Other errors as TryAcquire.
 //
 // With dblock.Fair, a waiter that cannot take the lock at once joins the
@@ -162,6 +162,11 @@ func (l *Locker) try(ctx context.Context, a attempt) (outcome, time.Time, error)
 		out, err = l.store.tryAcquire(ctx, a)
 		return err
 	})
+	if err == nil {
+		// After the take: the pool's first statements stay the store's
+		// (pgxrow learns the path to the server from them).
+		l.checkReplication(ctx)
+	}
 	switch {
 	case err == nil:
 		return out, sent, nil
@@ -214,7 +219,7 @@ func (l *Locker) dropOrphan(ctx context.Context, a attempt) {
 }
 
 // dropHolds frees every hold owner has of name, within giveBackTimeout
-// (ctx may have ended), and wakes this process's waiters of name.
+// (ctx may have ended), and wakes the Locker's waiters of name.
 func (l *Locker) dropHolds(ctx context.Context, name string, owner dblock.Owner) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
@@ -222,7 +227,7 @@ func (l *Locker) dropHolds(ctx context.Context, name string, owner dblock.Owner)
 		l.cfg.logger.Warn("rowlock: could not drop a hold taken as its acquisition failed; it lapses with its lease",
 			"name", name, "error", err)
 	}
-	busyWaitlists.wakeFirst(name)
+	l.waiters.WakeFirst(name)
 }
 
 // cutShort is what a wait ending with err returns: not acquired when ctx

@@ -43,22 +43,32 @@ func TestOnlyReleasesSkipTheFlush(t *testing.T) {
 				want string
 			}{
 				// A fresh name: the insert draws the first token.
-				{pgInsert, []any{name, stripeOf(name), host, owner, "", int64(30e6), int64(0), int64(1 << 62), int64(0)}, "on"},
+				// The last argument of the takes is the failover pause: off.
+				{pgInsert, []any{name, stripeOf(name), host, owner, "", int64(30e6), int64(0), int64(1 << 62), int64(0), int64(0)}, "on"},
 				{pgRelease, []any{name, host, owner, int64(-1), "p"}, "off"}, // the token: filled in below
 				// The name's row exists: a takeover draws the next token.
-				{pgTake, []any{name, host, owner, "", int64(30e6), int64(0), int64(1 << 62), int64(0)}, "on"},
+				{pgTake, []any{name, host, owner, "", int64(30e6), int64(0), int64(1 << 62), int64(0), int64(0)}, "on"},
 				{pgRelease, []any{name, host, owner, int64(-1), "p"}, "off"},
 			}
 			var token int64
-			for i, c := range cases {
+			// inTx runs case c in a transaction and returns the setting seen
+			// in it. A failure rolls the transaction back first: conn.Close,
+			// deferred, would wait for it forever.
+			inTx := func(i int, c struct {
+				stmt string
+				args []any
+				want string
+			}) string {
+				t.Helper()
 				tx, err := conn.BeginTx(ctx, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
+				defer func() { _ = tx.Rollback() }()
 				if c.stmt == pgRelease {
 					c.args[3] = token
 					if _, err := tx.ExecContext(ctx, c.stmt, c.args...); err != nil {
-						t.Fatal(err)
+						t.Fatalf("statement %d: %v", i, err)
 					}
 				} else if err := tx.QueryRowContext(ctx, c.stmt, c.args...).Scan(&token); err != nil {
 					t.Fatalf("statement %d: %v", i, err)
@@ -70,6 +80,10 @@ func TestOnlyReleasesSkipTheFlush(t *testing.T) {
 				if err := tx.Commit(); err != nil {
 					t.Fatal(err)
 				}
+				return v
+			}
+			for i, c := range cases {
+				v := inTx(i, c)
 				if v != c.want {
 					t.Errorf("statement %d: synchronous_commit in its transaction = %q, want %q", i, v, c.want)
 				}

@@ -1,11 +1,5 @@
 package rowlock
 
-import (
-	"context"
-
-	"github.com/sqllock/sqllock/internal/lockkit"
-)
-
 // # Galera clusters
 //
 // On a MariaDB Galera cluster (or Percona XtraDB Cluster) every node
@@ -18,27 +12,22 @@ import (
 // leases alone, waiters poll, and a waiter never judges a holder by a
 // marker (watcher.watch, waiting's askWake refuse to). Crash recovery
 // then takes up to one TTL instead of the crash grace.
+//
+// Row locks are each node's own too: CheckHeld's LOCK IN SHARE MODE on
+// node 1 does not stop a takeover on node 2, and the fenced transaction
+// could commit after the lock changed hands. Galera certifies writes
+// instead: of two transactions on two nodes that write one row, the one
+// that commits second fails with error 1213 (or is aborted before). So on
+// a Galera node CheckHeld writes the holder's row (myCheckHeldWrite): a
+// fenced transaction and a takeover of its lock can no longer both
+// commit, whichever node each runs on. The write must change a value:
+// an UPDATE that changes nothing gives MariaDB no key to certify.
 
-// marking reports whether the session takes a marker (and so may hand its
-// key to holds and waiters): markers wanted, and not on a Galera node.
-func (s *session) marking() bool { return s.markers && !s.perNode.Load() }
-
-// ringing reports whether waiters may arm doorbells.
-func (s *session) ringing() bool { return s.bells && !s.perNode.Load() }
-
-// checkCluster asks the session's server whether it is a Galera node, and
-// turns markers and doorbells off for good if so.
-func (s *session) checkCluster(ctx context.Context, sc sessionConn) error {
-	var name, value string
-	err := sc.query(ctx, lockkit.GaleraQuery, nil, &name, &value)
-	galera, err := lockkit.IsGaleraAnswer(value, err)
-	if err != nil {
-		return err
-	}
-	if galera {
-		s.perNode.Store(true)
-		s.warnOnce("rowlock: the server is a node of a Galera cluster, where GET_LOCK is per node: " +
-			"no session markers nor doorbells; a crashed holder blocks others for its lease, and waiters poll")
-	}
-	return nil
-}
+// myCheckHeldWrite is CheckHeld on a Galera node: myCheckHeld's test, as
+// an UPDATE that changes the row (fence_writes, migration 5), so that the
+// fenced transaction carries the row in its write set. Same parameters as
+// myCheckHeld.
+const myCheckHeldWrite = `
+UPDATE ` + locksTable + ` SET fence_writes = fence_writes + 1
+WHERE name = ? AND owner_host = ? AND owner_id = ? AND token = ?
+  AND hold_count > 0 AND expires_at > UTC_TIMESTAMP(6)`

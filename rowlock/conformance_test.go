@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/dblocktest"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -35,13 +36,10 @@ func TestConformance(t *testing.T) {
 				ReentrantAcrossLockers: true,
 			}
 			if tg.Dialect != dblock.SQLite { // no lock kinds on SQLite
-				h.Semaphore = func(l dblock.Locker, limit int) (dblock.Locker, error) {
+				h.Semaphore = func(l dblock.Locker, limit int) (dblock.Semaphore, error) {
 					return l.(*rowlock.Locker).Semaphore(limit)
 				}
-				h.ReadWrite = func(l dblock.Locker) (dblock.Locker, dblock.Locker) {
-					r := l.(*rowlock.Locker)
-					return r.Readers(), r.Writers()
-				}
+				h.ReadWrite = func(l dblock.Locker) dblock.RWLocker { return l.(*rowlock.Locker) }
 				h.WritersFirst = true
 				h.Multi = func(l dblock.Locker) (dblocktest.MultiFunc, dblocktest.MultiFunc) {
 					r := l.(*rowlock.Locker)
@@ -60,12 +58,12 @@ func loseByRevoke(t *testing.T, db *sql.DB, k dblock.Lock) {
 	var rows []string
 	switch k := k.(type) {
 	case *rowlock.Permit:
-		rows = []string{k.Name() + rowlock.KindSeparator + "s" + strconv.Itoa(k.Slot())}
+		rows = []string{k.Name() + lockinput.KindSeparator + "s" + strconv.Itoa(k.Slot())}
 	case *rowlock.RWLock:
-		rows = []string{k.Name() + rowlock.KindSeparator + "w"}
+		rows = []string{k.Name() + lockinput.KindSeparator + "w"}
 		if !k.Exclusive() {
 			for i := range rowlock.MaxReaders {
-				rows = append(rows, k.Name()+rowlock.KindSeparator+"r"+strconv.Itoa(i))
+				rows = append(rows, k.Name()+lockinput.KindSeparator+"r"+strconv.Itoa(i))
 			}
 		}
 	case *rowlock.MultiLock:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/queue"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -100,7 +101,7 @@ func TestKilledFairWaiterPassedOverWithinGrace(t *testing.T) {
 				t.Fatal(err)
 			}
 			child := testdb.Child(t, "TestChildFairWaiter", "SQLLOCK_CHILD_LOCK="+name, "SQLLOCK_CHILD_DIALECT="+tg.Name,
-				"SQLLOCK_CHILD_WAITER_TTL="+rowlock.DefaultWaiterTTL.String())
+				"SQLLOCK_CHILD_WAITER_TTL="+queue.DefaultWaiterTTL.String())
 			if _, err := child.WaitLine(ctx, "queued"); err != nil {
 				t.Fatal(err)
 			}
@@ -241,10 +242,7 @@ func killMarkerSession(t *testing.T, tg testdb.Target, name string) {
 	t.Helper()
 	ctx := t.Context()
 	var key int64
-	q := `SELECT session_key FROM dblock_locks WHERE name = $1 AND session_token = token`
-	if tg.Dialect == dblock.MySQL {
-		q = `SELECT session_key FROM dblock_locks WHERE name = ? AND session_token = token`
-	}
+	q := tg.Q(`SELECT session_key FROM dblock_locks WHERE name = $1 AND session_token = token`)
 	if err := tg.DB.QueryRowContext(ctx, q, name).Scan(&key); err != nil || key == 0 {
 		t.Fatalf("the row of %q records no marker: key %d, %v", name, key, err)
 	}
@@ -345,10 +343,7 @@ func TestSessionThatNeverStarts(t *testing.T) {
 				t.Fatalf("TryAcquire with a session database that never answers: %v", err)
 			}
 			defer release(t, k)
-			q := `SELECT session_key FROM dblock_locks WHERE name = $1`
-			if tg.Dialect == dblock.MySQL {
-				q = `SELECT session_key FROM dblock_locks WHERE name = ?`
-			}
+			q := tg.Q(`SELECT session_key FROM dblock_locks WHERE name = $1`)
 			var key int64
 			if err := tg.DB.QueryRowContext(ctx, q, name).Scan(&key); err != nil || key != 0 {
 				t.Fatalf("the row records marker %d (%v), want none", key, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -65,7 +66,7 @@ var driverKinds = []driverKind{
 			}
 			return s.TryAcquire(ctx, name)
 		},
-		row: func(name string) string { return name + rowlock.KindSeparator + "s0" },
+		row: func(name string) string { return name + lockinput.KindSeparator + "s0" },
 		rival: func(ctx context.Context, l *rowlock.Locker, name string) (dblock.Lock, error) {
 			s, err := l.Semaphore(1)
 			if err != nil {
@@ -82,7 +83,7 @@ var driverKinds = []driverKind{
 			}
 			return l.Writers().TryAcquire(ctx, name)
 		},
-		row: func(name string) string { return name + rowlock.KindSeparator + "w" },
+		row: func(name string) string { return name + lockinput.KindSeparator + "w" },
 		rival: func(ctx context.Context, l *rowlock.Locker, name string) (dblock.Lock, error) {
 			return l.Readers().TryAcquire(ctx, name)
 		},

@@ -11,8 +11,8 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
-	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/queue"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -162,10 +162,7 @@ func TestFairHeadPollsInItsLocker(t *testing.T) {
 // deleteWaiter deletes a waiter row by hand.
 func deleteWaiter(t testing.TB, tg testdb.Target, id int64) {
 	t.Helper()
-	q := `DELETE FROM dblock_waiters WHERE id = $1`
-	if tg.Dialect == dblock.MySQL {
-		q = `DELETE FROM dblock_waiters WHERE id = ?`
-	}
+	q := tg.Q(`DELETE FROM dblock_waiters WHERE id = $1`)
 	if _, err := tg.DB.ExecContext(context.Background(), q, id); err != nil {
 		t.Fatalf("delete waiter %d: %v", id, err)
 	}
@@ -207,7 +204,7 @@ func TestQueueBlocksBargers(t *testing.T) {
 			}
 			// A live waiter of another process: queued and heartbeating,
 			// but never trying.
-			q, err := queue.New(tg.DB, tg.Dialect)
+			q, err := queue.New(tg.DB, queue.WithDialect(tg.Dialect))
 			if err != nil {
 				t.Fatal(err)
 			}

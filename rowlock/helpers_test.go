@@ -206,10 +206,7 @@ func sessionKeyOf(t testing.TB, tg testdb.Target, name string) int64 {
 // lockColumn reads column col of name's row in dblock_locks.
 func lockColumn[T any](t testing.TB, tg testdb.Target, col, name string) T {
 	t.Helper()
-	q := `SELECT ` + col + ` FROM dblock_locks WHERE name = $1`
-	if tg.Dialect == dblock.MySQL {
-		q = `SELECT ` + col + ` FROM dblock_locks WHERE name = ?`
-	}
+	q := tg.Q(`SELECT ` + col + ` FROM dblock_locks WHERE name = $1`)
 	var v T
 	if err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&v); err != nil {
 		t.Fatalf("%s of %q: %v", col, name, err)

@@ -357,12 +357,6 @@ func TestHostileInput(t *testing.T) {
 			})},
 
 		// Database handles and Locker options.
-		{Name: "New with a zero poll interval", Want: []error{dblock.ErrInvalidOption},
-			Arrange: hostile.NewWith(kit, hostile.SharedDB, rowlock.WithPollInterval(0, time.Second))},
-		{Name: "New with an inverted poll interval", Want: []error{dblock.ErrInvalidOption},
-			Arrange: hostile.NewWith(kit, hostile.SharedDB, rowlock.WithPollInterval(2*time.Second, time.Second))},
-		{Name: "New with a negative listener idle", Want: []error{dblock.ErrInvalidOption},
-			Arrange: hostile.NewWith(kit, hostile.SharedDB, rowlock.WithListenerIdle(-time.Second))},
 		{Name: "New with a zero waiter TTL", Want: []error{dblock.ErrInvalidOption},
 			Arrange: hostile.NewWith(kit, hostile.SharedDB, rowlock.WithWaiterTTL(0))},
 		{Name: "closed *sql.DB, fair Acquire", Want: []error{dblock.ErrInvalidDB}, Arrange: hostile.WithLocker(closedDB, acquireOn(dblock.Fair()))},

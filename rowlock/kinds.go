@@ -18,11 +18,11 @@ import (
 const giveBackTimeout = 10 * time.Second
 
 // callerName refuses a name given to a plain lock that contains
-// KindSeparator: it could name a row of a lock kind (a plain lock "cfg␟w"
+// kindSeparator: it could name a row of a lock kind (a plain lock "cfg␟w"
 // would hold the write lock of "cfg"). Other names go on to prepare's
 // checks, in their order.
 func callerName(name string) error {
-	if !strings.Contains(name, KindSeparator) {
+	if !strings.Contains(name, kindSeparator) {
 		return nil
 	}
 	return lockinput.ValidateCallerName(name)
@@ -99,11 +99,11 @@ func tryMode(wait bool) takeMode {
 }
 
 // takeRow takes one row for owner (whom ctx carries) as Acquire
-// (takeWait) or TryAcquire does. When the try fails without its outcome being known (ctx
-// ended, or the connection failed, while a statement ran: the server may
-// have taken the row all the same) and owner did not hold the row before
-// (ownerHeld false), any hold owner has of it now is one nobody will ever
-// release, and it is dropped, so that a failed acquisition leaves nothing
+// (takeWait) or TryAcquire does. A try may fail without its outcome being
+// known: ctx ended, or the connection failed, while a statement ran, and
+// the server may have taken the row all the same. If owner did not hold the
+// row before (ownerHeld false), any hold owner has of it now is one nobody
+// will ever release. It is dropped, so a failed acquisition leaves nothing
 // held. MySQL may still run a statement whose client gave up, after that:
 // such a hold lapses with its lease, as after a failed Acquire.
 //

@@ -88,13 +88,13 @@ func (l *Locker) kinds() kindsStore {
 const semaphoresTable = "dblock_semaphores"
 
 // ensureLimit checks, once the caller holds the slot own of semaphore name,
-// that its limit is the one recorded, recording it when there is none, or
-// when no slot of the name is held by anyone else (slotsOf(n) are the
-// slots of limit n; those of the larger limit are counted). It runs in one READ COMMITTED transaction: the record is
-// read in shared mode, so that acquirers with the same limit do not wait
-// for one another, and locked for update only to change it, after which
-// the slots are counted by a statement of its own, which sees every slot
-// taken before the lock was granted. An acquirer that took its slot later
+// that its limit is the one recorded. It records the limit when there is
+// none, or when no slot of the name is held by anyone else (slotsOf(n) are
+// the slots of limit n; those of the larger limit are counted). It runs in
+// one READ COMMITTED transaction. The record is read in shared mode, so
+// acquirers with the same limit do not wait for one another. It is locked
+// for update only to change it. Then the slots are counted by a statement
+// of its own, which sees every slot taken before the lock was granted. An acquirer that took its slot later
 // reads the record only once the change has committed, and finds it no
 // longer agrees. So holders that have passed this check never disagree
 // about the limit. It returns the limit recorded and, when that is not
@@ -143,11 +143,12 @@ func ensureLimit(ctx context.Context, db pgxrow.DB, q limitSQL, name string, lim
 
 // countLive counts the live rows among names, but own, in tx. It locks
 // them for update, so it waits for every transaction that holds one in
-// shared mode: a holder whose lease lapsed while its fenced transaction
-// (CheckHeld) is still open is counted only once that transaction has
-// ended, when its row is read again, and by then it can no longer act
-// under the hold. (A plain read would count it gone and let the limit
-// change under it.)
+// shared mode. A holder whose lease lapsed while its fenced transaction
+// (CheckHeld) is still open is counted until that transaction has ended.
+// Its row is then read again, and by then it can no longer act under the
+// hold. A plain read would count it gone and let the limit change under
+// it. This is the rule "no takeover under an open fenced transaction"
+// (docs/design.md, "rowlock: why it is safe").
 func countLive(ctx context.Context, tx pgxrow.Runner, q limitSQL, own string, names []string) (int, error) {
 	// Placeholders only are spliced in; the names are arguments.
 	query := strings.Replace(q.countLive, "%s", q.in(2, len(names)), 1)
@@ -222,8 +223,8 @@ func scanKindRows(rows *sql.Rows, err error) (map[string]kindRow, error) {
 // (await: owner id; PostgreSQL's pgAwaitTake, none on MySQL), then for the
 // row's lock (lockRow: name). Alone, an UPDATE whose WHERE fails on the row
 // version it sees waits for nobody (PostgreSQL; InnoDB's semi-consistent
-// reads under READ COMMITTED), so a take of the owner's that still waits
-// for that row lock, whose client has given up, would commit after the
+// reads under READ COMMITTED). So a take of the owner's could still wait
+// for that row lock after its client gave up. It would commit after the
 // drop and be held by nobody. InnoDB grants a row lock to its waiters in
 // the order they asked, so on MySQL the row lock is enough; PostgreSQL
 // lets a newcomer have it before a woken waiter, hence the await. A take

@@ -2,12 +2,6 @@ package rowlock
 
 import "time"
 
-// TTL is how much of the permit's lease is sure to be left; see Lock.TTL.
-func (p *Permit) TTL() time.Duration { return p.k.TTL() }
-
-// TTL is how much of the hold's lease is sure to be left; see Lock.TTL.
-func (h *RWLock) TTL() time.Duration { return h.k.TTL() }
-
 // TTL is how much of every name's lease is sure to be left: the least of
 // the names' (see Lock.TTL), 0 once released or lost.
 func (m *MultiLock) TTL() time.Duration {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
-	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/queue"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -131,7 +131,7 @@ func TestDeleteDeadWaiters(t *testing.T) {
 			live := waitQueued(t, l, "busy", 1)[0]
 
 			// Waiters of a process that died: queued, then silent.
-			dead, err := queue.New(tg.DB, tg.Dialect, queue.WithWaiterTTL(queue.MinWaiterTTL))
+			dead, err := queue.New(tg.DB, queue.WithDialect(tg.Dialect), queue.WithWaiterTTL(queue.MinWaiterTTL))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,10 +20,19 @@ var _ dblock.Lock = (*Lock)(nil)
 // Lock is one hold of a lock taken by a Locker. It is safe for concurrent
 // use.
 type Lock struct {
-	l     *Locker
-	h     holder
+	l *Locker
+	h holder
+	// name and token are what the hold shows its user: its row's, or, for
+	// a hold of a lock kind, the kind's name and token (see Permit and
+	// RWLock). The SQL always uses h.
+	name  string
+	token int64
 	ttl   time.Duration
-	owner dblock.Owner
+	// belief is how long after a successful take or renewal the hold
+	// trusts it without another: the TTL, or less on PostgreSQL (see
+	// Locker.belief). The deadline and the renewals' pace follow it.
+	belief time.Duration
+	owner  dblock.Owner
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -99,15 +108,19 @@ func (l *Locker) newLock(acquireCtx context.Context, a attempt, token int64, sen
 	if in == nil {
 		in = l.metrics
 	}
+	belief := l.belief(a.ttl)
 	k := &Lock{
 		l:         l,
 		metrics:   in,
 		h:         holder{name: a.name, host: a.host, ownerID: a.ownerID, token: token},
+		name:      a.name,
+		token:     token,
 		ttl:       a.ttl,
+		belief:    belief,
 		owner:     a.owner(),
 		ctx:       ctx,
 		cancel:    cancel,
-		deadline:  sent.Add(a.ttl - safetyMargin(a.ttl)),
+		deadline:  sent.Add(belief - safetyMargin(belief)),
 		acquired:  sent,
 		renewCtx:  renewCtx,
 		stopRenew: stopRenew,
@@ -117,19 +130,21 @@ func (l *Locker) newLock(acquireCtx context.Context, a attempt, token int64, sen
 	// end before that, and a goroutine started (and woken to end) for each
 	// of them cost an uncontended acquire and release several percent on
 	// a machine whose other threads were idle.
-	firstRenewal := clock.Now().Add(k.ttl / 3)
-	k.renewStart = time.AfterFunc(k.ttl/3, func() { k.renewLoop(firstRenewal) })
+	firstRenewal := clock.Now().Add(k.belief / 3)
+	k.renewStart = time.AfterFunc(k.belief/3, func() { k.renewLoop(firstRenewal) })
 	if a.sessionKey != 0 {
-		l.sess.register(k, a.sessionKey)
+		l.sess.Register(marked{k}, a.sessionKey)
 	}
 	return k
 }
 
-// Name is the lock's name.
-func (k *Lock) Name() string { return k.h.name }
+// Name is the lock's name (a Permit's or RWLock's: the semaphore's or the
+// read/write lock's name).
+func (k *Lock) Name() string { return k.name }
 
-// Token is the fencing token; reentrant holds share it.
-func (k *Lock) Token() int64 { return k.h.token }
+// Token is the fencing token; reentrant holds share it. See Permit and
+// RWLock for the tokens of their holds.
+func (k *Lock) Token() int64 { return k.token }
 
 // Owner is who holds the lock.
 func (k *Lock) Owner() dblock.Owner { return k.owner }
@@ -147,7 +162,7 @@ func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
 // has not run yet (a paused process): check it right before acting on the
 // lock, or better, fence the action with CheckHeld.
 //
-// The same holds for the lock's session marker (see the package doc, Crash
+// The same holds for the lock's session marker (docs/design.md, Crash
 // detection): past the marker's deadline Err reports the lock lost even if
 // the session's goroutine has not run yet.
 func (k *Lock) Err() error {
@@ -164,7 +179,7 @@ func (k *Lock) Err() error {
 		k.lose(errors.New("lease deadline passed before a renewal succeeded"))
 		return k.Err()
 	}
-	if d, marked := k.l.sess.deadline(k); marked && !now.Before(d) {
+	if d, marked := k.l.sess.Deadline(marked{k}); marked && !now.Before(d) {
 		k.lose(fmt.Errorf("%w: its deadline passed before a heartbeat succeeded", errSessionEnded))
 		return k.Err()
 	}
@@ -180,7 +195,8 @@ func (k *Lock) Err() error {
 // that statement, later: so by the database clock too the row stays this
 // hold's for at least TTL. The background renewal moves the deadline on
 // every lease/3, so while held TTL stays between about 0.57 and 0.9 of the
-// lease. It does not count the session marker (see Crash detection): a
+// lease. On PostgreSQL a lease longer than the failover pause counts as
+// the pause here (see WithFailoverPause). It does not count the session marker (see Crash detection): a
 // hold whose session connection fails is lost sooner, within the crash
 // grace, and Done says so. It is 0 once the hold is released or lost. It
 // does no I/O.
@@ -192,321 +208,6 @@ func (k *Lock) TTL() time.Duration {
 	deadline := k.deadline
 	k.mu.Unlock()
 	return max(deadline.Sub(clock.Now()), 0)
-}
-
-// Refresh renews the lease now, as the background renewal does every TTL/3.
-// It never shortens the lease (a longer reentrant hold's stays). Contention
-// is retried until ctx ends. Errors: dblock.ErrNotHeld after Release; an
-// error wrapping dblock.ErrLockLost if the lock was lost (Done is closed
-// then too); an error wrapping ctx.Err() or a driver error, after which the
-// lock is still held until its deadline.
-func (k *Lock) Refresh(ctx context.Context) error {
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return fmt.Errorf("rowlock: Refresh: %w", err)
-	}
-	k.mu.Lock()
-	released, lost := k.released, k.err
-	k.mu.Unlock()
-	switch {
-	case released:
-		return dblock.ErrNotHeld
-	case lost != nil:
-		return lost
-	}
-	return k.renewOnce(ctx)
-}
-
-func (k *Lock) renewOnce(ctx context.Context) error {
-	sent := clock.Now()
-	var ok bool
-	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-		ok, err = k.l.store.renew(ctx, k.h, k.ttl)
-		return err
-	})
-	if err != nil {
-		return lockkit.WrapDBError("rowlock: renew "+fmt.Sprintf("%q", k.h.name), err)
-	}
-	if !ok {
-		k.lose(errTakenOver)
-		return k.Err()
-	}
-	k.mu.Lock()
-	if d := sent.Add(k.ttl - safetyMargin(k.ttl)); d.After(k.deadline) {
-		k.deadline = d
-	}
-	k.mu.Unlock()
-	return nil
-}
-
-// renewLoop renews at next, then every TTL/3 and, after a failure, retries
-// every TTL/20 until the deadline, when it declares the lock lost.
-func (k *Lock) renewLoop(next time.Time) {
-	defer close(k.renewDone)
-	var stalled []chan error
-	defer func() {
-		for _, done := range stalled {
-			<-done
-		}
-	}()
-	interval := k.ttl / 3
-	retry := max(k.ttl/20, 10*time.Millisecond)
-	timer := time.NewTimer(time.Until(next))
-	defer timer.Stop()
-	var lastErr error
-	for {
-		k.mu.Lock()
-		deadline := k.deadline
-		k.mu.Unlock()
-		wake := next
-		if deadline.Before(wake) {
-			wake = deadline
-		}
-		timer.Reset(time.Until(wake))
-		select {
-		case <-k.renewCtx.Done():
-			return
-		case <-timer.C:
-		}
-		k.mu.Lock()
-		deadline = k.deadline
-		k.mu.Unlock()
-		if !clock.Now().Before(deadline) {
-			if lastErr == nil {
-				lastErr = errors.New("no renewal finished")
-			}
-			k.lose(fmt.Errorf("lease not renewed in time: %w", lastErr))
-			return
-		}
-		// A renewal must not outlive the deadline, nor a Release.
-		ctx, cancel := context.WithDeadline(k.renewCtx, deadline)
-		err := k.renewBy(ctx, &stalled)
-		cancel()
-		if k.renewCtx.Err() != nil {
-			return
-		}
-		switch {
-		case errors.Is(err, dblock.ErrLockLost):
-			return
-		case err != nil:
-			// A renewal the deadline cut short says less than the failure
-			// before it (a read-only server, no server at all): that one
-			// stays the cause.
-			if lastErr == nil || !errors.Is(err, context.DeadlineExceeded) {
-				lastErr = err
-			}
-			k.metrics.RenewalFailed(context.Background())
-			k.l.cfg.logger.Warn("rowlock: renewal failed; retrying", "name", k.h.name, "error", err)
-			next = clock.Now().Add(retry)
-		default:
-			lastErr = nil
-			next = clock.Now().Add(interval)
-		}
-	}
-}
-
-// renewBy renews once, and returns ctx's error when ctx ends before the
-// renewal has: statements stop at their context's end, but database/sql's
-// Tx.Commit takes no context, and a renewal's COMMIT that the server
-// holds up (a synchronous standby gone away, a Galera cluster's
-// membership change) would keep the loop, and Done, waiting past the
-// deadline while the lease it could not extend lapses. The loop then
-// finds its deadline passed and declares the lock lost at once; the
-// renewal still running is left in stalled, for the loop to wait for
-// before it ends (it owns it).
-func (k *Lock) renewBy(ctx context.Context, stalled *[]chan error) error {
-	done := make(chan error, 1)
-	go func() { done <- k.renewOnce(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	select {
-	case err := <-done:
-		return err // it returned as ctx ended
-	default:
-		*stalled = append(*stalled, done)
-		return ctx.Err()
-	}
-}
-
-// lostCause is the metric's cause of a loss.
-func lostCause(cause error) metrics.Cause {
-	switch {
-	case errors.Is(cause, dblock.ErrReadOnly):
-		return metrics.CauseReadOnly
-	case errors.Is(cause, errTakenOver), errors.Is(cause, errNotHeld):
-		return metrics.CauseTakenOver
-	case errors.Is(cause, errSessionEnded):
-		return metrics.CauseSessionEnded
-	}
-	return metrics.CauseUnreachable
-}
-
-// Causes of a loss that the metric tells apart.
-var (
-	errTakenOver    = errors.New("its row was taken over or deleted")
-	errSessionEnded = errors.New("its session marker is gone or unproven")
-	errNotHeld      = errors.New("CheckHeld found it not held")
-)
-
-// lose marks the lock lost with cause, unless it was released already.
-// While a Release runs the cause is kept: the hold is lost with it only if
-// the release fails.
-func (k *Lock) lose(cause error) {
-	k.mu.Lock()
-	if k.releasing && !k.released && k.err == nil {
-		if k.lostWhileReleasing == nil {
-			k.lostWhileReleasing = cause
-		}
-		k.mu.Unlock()
-		return
-	}
-	if k.released || k.err != nil {
-		k.mu.Unlock()
-		return
-	}
-	k.err = fmt.Errorf("%w: %q: %w", dblock.ErrLockLost, k.h.name, cause)
-	err := k.err
-	k.mu.Unlock()
-	k.metrics.Lost(context.Background(), lostCause(cause))
-	k.metrics.Held(context.Background(), clock.Now().Sub(k.acquired), true)
-	// A lost lock is renewed no more: its lease must be left to lapse (a
-	// renewal would keep the row from everyone until the process ends).
-	k.stopRenew()
-	k.l.sess.unregister(k)
-	k.l.cfg.logger.Warn("rowlock: lock lost", "name", k.h.name, "token", k.h.token, "error", cause)
-	k.cancel(err)
-}
-
-// releaseTimeout bounds a release whose context had ended when Release was
-// called, as dblock.Do bounds its own.
-const releaseTimeout = 10 * time.Second
-
-// Release gives up this hold. The last hold frees the lock at once, or with
-// MinHold pending leaves it taken, by nobody, until acquisition + MinHold.
-// Contention is retried until ctx ends.
-//
-// A lock often outlives the context it was acquired with (defer
-// k.Release(ctx)): a ctx that has already ended when Release is called does
-// not stop it. The release then runs with ctx's values only, bounded by a
-// timeout of its own (10 s), as dblock.Do's does. A ctx still live bounds
-// the release: if it ends first, Release returns an error wrapping
-// ctx.Err().
-//
-// Errors: dblock.ErrNotHeld once released; an error wrapping
-// dblock.ErrLockLost if the lock had been lost (its row, if still this
-// hold's, is deleted all the same); an error wrapping ctx.Err() or the
-// timeout's, or a driver error, when the release statement did not succeed.
-// The hold then stays releasable: call Release again. Its renewal has
-// stopped, so unless released it is lost (Done closed, Err wrapping
-// dblock.ErrLockLost) by the time its lease could lapse; at once when the
-// error is dblock.ErrInvalidDB (the *sql.DB was closed), which no later
-// Release can overcome.
-func (k *Lock) Release(ctx context.Context) error {
-	// Checked before anything changes: a bad call must leave the lock held.
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return fmt.Errorf("rowlock: Release: %w", err)
-	}
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-	}
-	k.mu.Lock()
-	if k.released || k.releasing {
-		k.mu.Unlock()
-		return dblock.ErrNotHeld
-	}
-	k.releasing = true
-	lost, givenBack := k.err, k.givenBack
-	if !k.renewStopped {
-		// The renewal loop is stopped but not waited for until the
-		// release is sent: waking it and waiting for it to exit would
-		// put two goroutine switches in front of every release. A
-		// renewal still in flight is harmless either way: before the
-		// release it extends the lease the release then ends; after it,
-		// it matches no row (the lock is free, or another holder's) or
-		// extends the lease that reentrant holds of the same owner still
-		// share, and, finding this hold releasing, it does not declare
-		// the lock lost.
-		k.renewStopped = true
-		k.stopRenew()
-		k.loopStarted = !k.renewStart.Stop()
-	}
-	loopStarted := k.loopStarted
-	if k.lapse != nil {
-		k.lapse.Stop()
-	}
-	k.mu.Unlock()
-
-	var ok bool
-	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-		ok, err = k.l.store.release(ctx, k.h)
-		return err
-	})
-	if err == nil {
-		busyWaitlists.wakeFirst(k.h.name)
-	}
-	if loopStarted {
-		<-k.renewDone
-	}
-	if err != nil {
-		k.releaseFailed()
-		if lockkit.ClassifyError(err) == lockkit.ClassClosed {
-			// Nothing can release it through a closed *sql.DB: it is
-			// lost now (its session connection goes with it) rather
-			// than held until its deadline.
-			k.lose(fmt.Errorf("its *sql.DB was closed before release: %w", err))
-		}
-		return lockkit.WrapDBError("rowlock: release "+fmt.Sprintf("%q", k.h.name), err)
-	}
-	// After the release statement: until it has run, the marker must stay
-	// (a contender that saw it gone could cut the lease short).
-	k.l.sess.unregister(k)
-	if lost == nil && !givenBack {
-		k.metrics.Held(context.WithoutCancel(ctx), clock.Now().Sub(k.acquired), false)
-	}
-	k.mu.Lock()
-	k.released = true
-	if k.err == nil {
-		k.err = dblock.ErrReleased
-	}
-	k.mu.Unlock()
-	k.cancel(dblock.ErrReleased)
-	switch {
-	case lost != nil:
-		return lost
-	case !ok:
-		return fmt.Errorf("%w: %q: its row was taken over or deleted before release", dblock.ErrLockLost, k.h.name)
-	}
-	return nil
-}
-
-// releasable reports whether the hold may still be released: a Release
-// failed, or none ran.
-func (k *Lock) releasable() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return !k.released
-}
-
-// releaseFailed leaves the hold releasable after its release statement
-// failed. No renewal keeps it now: it is declared lost when its deadline
-// passes, as the renewal loop would have (Err checks it, and a timer makes
-// sure Done is closed then even if nobody asks).
-func (k *Lock) releaseFailed() {
-	k.mu.Lock()
-	k.releasing = false
-	cause := k.lostWhileReleasing
-	k.lostWhileReleasing = nil
-	if k.err == nil && cause == nil {
-		k.lapse = time.AfterFunc(k.deadline.Sub(clock.Now()), func() { _ = k.Err() })
-	}
-	k.mu.Unlock()
-	if cause != nil {
-		k.lose(cause)
-	}
 }
 
 // CheckHeld proves, inside tx (a transaction on the lock's database), that
@@ -522,6 +223,13 @@ func (k *Lock) releaseFailed() {
 // REPEATABLE READ a renewal after tx began makes the check fail with a
 // serialization error. On MySQL a failed check still holds a shared lock on
 // the row of whoever holds the lock now; roll tx back promptly.
+//
+// On a Galera cluster row locks are each node's own, so there CheckHeld
+// writes the row instead of locking it in shared mode: a takeover of the
+// lock on another node and tx cannot both commit. The one that commits
+// second fails with error 1213, often at tx's COMMIT: IsConflict reports
+// it. It is retryable: roll back and run tx again, CheckHeld first, while
+// Err is nil (docs/galera.md). There tx must not be READ ONLY.
 func (k *Lock) CheckHeld(ctx context.Context, tx *sql.Tx) error {
 	if err := lockinput.CheckContext(ctx); err != nil {
 		return fmt.Errorf("rowlock: CheckHeld: %w", err)

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockinput"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/stmtcache"
+	"github.com/sqllock/sqllock/internal/wake"
 )
 
 // Locker takes locks in the dblock_locks table. It is safe for concurrent
@@ -20,12 +22,15 @@ type Locker struct {
 	db      *sql.DB
 	cfg     config
 	store   store
-	waiters waitlist
-	sess    *session
-	watch   *watcher
+	waiters *wake.List
+	sess    *wake.Session
+	watch   *wake.Watcher
 	metrics *metrics.Instruments
 	queue   *queue.Queue
 	closed  atomic.Bool
+	// replication tells once whether the PostgreSQL primary has a
+	// synchronous standby (checkReplication).
+	replication lockkit.ReplicationCheck
 	// orphans counts the drops of holds that cut-short acquisitions may
 	// have left (dropOrphan); Close waits for them, and later ones run in
 	// their callers (orphansDone).
@@ -50,58 +55,59 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: err.Error()})
 	}
-	q, err := queue.New(db, cfg.dialect, queue.WithWaiterTTL(cfg.waiterTTL), queue.WithLogger(cfg.logger),
+	q, err := queue.New(db, queue.WithDialect(cfg.dialect), queue.WithWaiterTTL(cfg.waiterTTL), queue.WithLogger(cfg.logger),
 		queue.WithMeterProvider(cfg.meters))
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
 	l := &Locker{db: db, cfg: cfg, queue: q, metrics: meters}
-	l.store = newStore(db, cfg.dialect, func() { l.sess.ring() })
+	l.store = newStore(db, cfg.dialect, cfg.pause(), newWakeID(), func() { l.sess.Ring() })
+	// The session stays up while the Locker has waiters: the list tells it,
+	// under the list's lock, so that busy and idle never arrive out of order.
+	l.waiters = wake.NewList(func(busy bool) { l.sess.SetWaiting(busy) })
 	sessionDB := cfg.sessionDB
 	if sessionDB == nil {
 		sessionDB = db
 	}
-	l.sess = &session{
-		db:      sessionDB,
-		pool:    db,
-		isPg:    cfg.dialect == dblock.Postgres,
-		listen:  l.store.notifies() && cfg.listen,
-		bells:   cfg.dialect == dblock.MySQL && cfg.wakesWaiters(),
-		rings:   make(chan struct{}, 1),
-		markers: cfg.crashGrace > 0,
-		grace:   cfg.crashGrace,
-		idle:    cfg.listenerIdle,
-		probe:   probeTimeout,
-		waiters: &l.waiters,
-		logger:  cfg.logger,
-		metrics: meters,
+	sc := wake.SessionConfig{
+		DB: sessionDB, Pool: db, Postgres: cfg.dialect == dblock.Postgres,
+		Listen: l.store.notifies() && cfg.listen, Bells: cfg.dialect == dblock.MySQL && cfg.wakesWaiters(),
+		Grace: cfg.crashGrace, Idle: cfg.pacing.sessionIdle,
+		Waiters: l.waiters, Logger: cfg.logger, Metrics: meters,
+		Ended: errSessionEnded, ReleaseChannel: releaseChannel,
 	}
-	if pg, ok := l.store.(postgresStore); ok {
-		l.sess.notify = pg.notify
+	switch st := l.store.(type) {
+	case postgresStore:
+		sc.Notify = st.notify
+	case mysqlStore:
+		sc.Cluster = st.galera // asked once, by whichever needs it first
 	}
-	l.sess.setWakeup(false)
-	l.waiters.sess = l.sess
-	l.watch = &watcher{db: db, store: l.store, queue: q, grace: cfg.crashGrace, waiters: &l.waiters, logger: cfg.logger, blockFor: markerWait,
-		perNode: l.sess.perNode.Load}
+	l.sess = wake.NewSession(sc)
+	l.watch = l.newWatcher(wake.MarkerWait)
 	return l, nil
 }
 
-// newStore returns the store of dialect d, which is valid; ring rings the
-// Locker's doorbell (MySQL).
-func newStore(db *sql.DB, d dblock.Dialect, ring func()) store {
+// newWatcher returns the Locker's watcher, each of whose blocked waits
+// lasts blockFor.
+func (l *Locker) newWatcher(blockFor time.Duration) *wake.Watcher {
+	return wake.NewWatcher(wake.WatcherConfig{DB: l.db, Store: l.store, Queue: l.queue, Grace: l.cfg.crashGrace,
+		Waiters: l.waiters, Logger: l.cfg.logger, BlockFor: blockFor, PerNode: l.sess.PerNode})
+}
+
+// newStore returns the store of dialect d, which is valid; pause is the
+// failover pause (PostgreSQL); wakeID is the Locker's wake identity (see
+// newWakeID); ring rings the Locker's doorbell (MySQL).
+func newStore(db *sql.DB, d dblock.Dialect, pause time.Duration, wakeID string, ring func()) store {
 	switch d {
 	case dblock.Postgres:
 		pdb := pgxrow.Wrap(db)
-		return postgresStore{listing: listing{pdb, listingSQL{pgLocks, pgHeld, pgCountLapsed}}, db: pdb, process: lockinput.ProcessHost()}
+		return postgresStore{listing: listing{pdb, listingSQL{pgLocks, pgHeld, pgCountLapsed}}, db: pdb, pause: pause, process: wakeID}
 	case dblock.SQLite:
 		return newSQLiteStore(db)
 	}
-	return mysqlStore{listing: listing{db, listingSQL{myLocks, myHeldByName, myCountLapsed}}, db: db, hot: stmtcache.New(db), process: lockinput.ProcessHost(), ring: ring,
-		noSetStatement: new(atomic.Bool)}
+	return mysqlStore{listing: listing{db, listingSQL{myLocks, myHeldByName, myCountLapsed}}, db: db, hot: stmtcache.New(db), process: wakeID, ring: ring,
+		noSetStatement: new(atomic.Bool), galera: new(wake.Cluster)}
 }
-
-// Dialect is the SQL dialect the Locker speaks.
-func (l *Locker) Dialect() dblock.Dialect { return l.cfg.dialect }
 
 // Close refuses new acquisitions with dblock.ErrClosed and stops the
 // Locker's session connection once no lock needs its marker. Locks already
@@ -115,9 +121,9 @@ func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	l.sess.close()
-	l.sess.clearWakeup()
-	l.watch.close()
+	l.sess.Close()
+	l.sess.ClearWakeup()
+	l.watch.Close()
 	l.queue.Close()
 	l.orphanMu.Lock()
 	l.orphansDone = true

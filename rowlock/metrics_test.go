@@ -107,7 +107,7 @@ func TestMetrics(t *testing.T) {
 			})
 			for key := range snap.Keys() {
 				switch key {
-				case metrics.KeyKind, metrics.KeyType, metrics.KeyMode, metrics.KeyResult, metrics.KeyEnd, metrics.KeyCause, metrics.KeyFair, metrics.KeyWakeup:
+				case metrics.KeyKind, metrics.KeyType, metrics.KeyMode, metrics.KeyResult, metrics.KeyEnd, metrics.KeyCause, metrics.KeyFair, metrics.KeyWakeup, metrics.KeyReplication:
 				default:
 					t.Errorf("attribute %q recorded: only bounded ones may be", key)
 				}

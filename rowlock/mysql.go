@@ -3,19 +3,16 @@ package rowlock
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
-	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dblock"
-	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/pgxrow"
 	"github.com/sqllock/sqllock/internal/stmtcache"
+	"github.com/sqllock/sqllock/internal/wake"
 )
 
 type mysqlStore struct {
@@ -23,14 +20,17 @@ type mysqlStore struct {
 	db *sql.DB
 	// hot runs the statements of every acquire and release prepared.
 	hot *stmtcache.Cache
-	// process tells this process's requests for a ring from others'.
+	// process is the Locker's wake identity (newWakeID): it tells this
+	// Locker's requests for a ring from others'.
 	process string
 	// ring asks the Locker's session to ring its doorbell (bell.go): a
-	// release found that a waiter in another process asked for it.
+	// release found that a waiter of another Locker asked for it.
 	ring func()
 	// noSetStatement is set once the server refused SET STATEMENT (MySQL
 	// has it not; MariaDB has): see take.
 	noSetStatement *atomic.Bool
+	// galera is whether the server is a Galera node (cluster.go).
+	galera *wake.Cluster
 }
 
 // nowaitPrefix runs a take without waiting for row locks (attempt.nowait):
@@ -131,7 +131,7 @@ WHERE name = ?
 	// and release), nor the re-entry branch. It takes the row only when
 	// queued is false, which proves that no fair waiter row exists for the
 	// name: a fair waiter sets queued, holding the row's lock, before it
-	// inserts its row, in one transaction (internal/queue); queued is
+	// inserts its row, in one transaction (package queue); queued is
 	// cleared only by myTake, holding the row's lock, when it finds no
 	// waiter row but the taker's; and a row is created queued. Anything
 	// else (re-entry, a queue, a held or fresh name) falls back to myTake.
@@ -243,23 +243,6 @@ FOR UPDATE SKIP LOCKED`
 ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))`
 )
 
-// The listing queries compute durations in the database:
-// UTC_TIMESTAMP(6) is fixed for the statement, and DATETIME columns could
-// not be scanned without parseTime in the DSN.
-const (
-	myHeldColumns = `
-SELECT name, token, owner_host, owner_id, hold_count, note,
-    TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)),
-    TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
-FROM ` + locksTable
-
-	myLocks = myHeldColumns + ` WHERE expires_at > UTC_TIMESTAMP(6) ORDER BY name LIMIT ?`
-
-	myHeldByName = myHeldColumns + ` WHERE name = ? AND expires_at > UTC_TIMESTAMP(6)`
-
-	myCountLapsed = `SELECT count(*) FROM ` + locksTable + ` WHERE expires_at <= UTC_TIMESTAMP(6)`
-)
-
 func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
 	if a.polling || (a.nowait && s.noSetStatement.Load()) {
 		// A lease with time left cannot be taken by anyone else (a fresh
@@ -275,29 +258,15 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 	ttl, minHold := micros(a.ttl), micros(a.minHold)
 	if a.waiterID == 0 {
 		res, busy, err := s.take(ctx, a, myTakeFast, a.note, minHold, a.host, a.ownerID, a.sessionKey, ttl, a.name)
-		if busy {
-			return outcome{}, nil
-		}
-		if err != nil {
-			return outcome{}, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			token, idErr := res.LastInsertId()
-			return outcome{acquired: err == nil && idErr == nil, token: token}, errors.Join(err, idErr)
+		if out, done, err := tookOne(res, busy, err); done {
+			return out, err
 		}
 	}
 	res, busy, err := s.take(ctx, a, myTake,
 		a.note, minHold, a.host, a.ownerID, a.sessionKey, a.sessionKey, a.name, a.queueID(),
 		ttl, ttl, a.name, a.name, a.queueID(), a.host, a.ownerID)
-	if busy {
-		return outcome{}, nil
-	}
-	if err != nil {
-		return outcome{}, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		token, idErr := res.LastInsertId()
-		return outcome{acquired: err == nil && idErr == nil, token: token}, errors.Join(err, idErr)
+	if out, done, err := tookOne(res, busy, err); done {
+		return out, err
 	}
 	h, err := scanHolder(s.hot.QueryRowContext(ctx, myRemaining, a.host, a.ownerID, a.name))
 	if err == nil {
@@ -307,6 +276,25 @@ func (s mysqlStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) 
 		return outcome{}, err
 	}
 	return s.insert(ctx, a)
+}
+
+// tookOne reads the answer of a take statement (take's res, busy, err):
+// done when it settles the try, that is when the row was busy (not
+// acquired), the statement failed, or it changed the row (acquired, with
+// the token it left in LAST_INSERT_ID); not done when it changed nothing.
+func tookOne(res sql.Result, busy bool, err error) (_ outcome, done bool, _ error) {
+	switch {
+	case busy:
+		return outcome{}, true, nil
+	case err != nil:
+		return outcome{}, true, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 1 {
+		token, idErr := res.LastInsertId()
+		return outcome{acquired: err == nil && idErr == nil, token: token}, true, errors.Join(err, idErr)
+	}
+	return outcome{}, false, nil
 }
 
 // insert creates the row of a fresh name in a transaction that first draws
@@ -394,122 +382,14 @@ func (s mysqlStore) renew(ctx context.Context, h holder, ttl time.Duration) (ok 
 }
 
 func (s mysqlStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (bool, error) {
+	galera, err := s.galera.Is(ctx, tx)
+	if err != nil {
+		return false, err
+	}
+	if galera {
+		return execOne(ctx, tx, myCheckHeldWrite, h.name, h.host, h.ownerID, h.token)
+	}
 	return queryOne(ctx, tx, myCheckHeld, h.name, h.host, h.ownerID, h.token)
 }
 
-// sweep looks at the next limit rows after after, then, when some have
-// lapsed, deletes them in one transaction: lock them, raise the stripe
-// counters to their tokens, delete them.
-func (s mysqlStore) sweep(ctx context.Context, grace time.Duration, limit int, after string) (b sweepBatch, err error) {
-	b, lapsed, err := scanSweep(s.db.QueryContext(ctx, mySweepScan, micros(grace), after, limit))
-	if err != nil {
-		return b, err
-	}
-	if len(lapsed) > 0 {
-		if b.deleted, err = s.deleteLapsed(ctx, grace, lapsed); err != nil {
-			return sweepBatch{}, err
-		}
-	}
-	if b.scanned < limit {
-		// The end of a whole sweep: the doorbells' records too, but not
-		// on a Galera node, where IS_FREE_LOCK cannot see the sessions of
-		// the other nodes (and where no session records any).
-		galera, err := lockkit.IsGalera(ctx, s.db)
-		if err != nil || galera {
-			return b, err
-		}
-		return b, s.deleteDeadSessions(ctx)
-	}
-	return b, nil
-}
-
-// deleteDeadSessions deletes the doorbell records (bell.go) of sessions
-// that ended without deleting theirs: their marker is free. Keys are
-// never reused, so a session found dead stays dead.
-func (s mysqlStore) deleteDeadSessions(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, mySessionsDead, maxDeadSessions)
-	if err != nil {
-		return err
-	}
-	var dead []any
-	for rows.Next() {
-		var key int64
-		if err := rows.Scan(&key); err != nil {
-			_ = rows.Close()
-			return err
-		}
-		dead = append(dead, key)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil || len(dead) == 0 {
-		return err
-	}
-	_, err = s.db.ExecContext(ctx, `DELETE FROM dblock_sessions WHERE session_key IN (`+placeholders(len(dead))+`)`, dead...)
-	return err
-}
-
-// deleteLapsed deletes those of names that are still lapsed, raising their
-// stripes' counters first, in one transaction.
-func (s mysqlStore) deleteLapsed(ctx context.Context, grace time.Duration, names []any) (n int, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, ignoreDone(tx.Rollback()))
-		}
-	}()
-	lockSQL := fmt.Sprintf(mySweepLock, placeholders(len(names)))
-	if n, err = deleteDoomed(ctx, tx, lockSQL, append([]any{micros(grace)}, names...), myFenceUpsert); err != nil {
-		return 0, err
-	}
-	return n, tx.Commit()
-}
-
-// placeholders returns n comma-separated question marks.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-func (s mysqlStore) shorten(ctx context.Context, name string, token, key int64, grace time.Duration) (bool, error) {
-	return execOne(ctx, s.db, myShorten, micros(grace), name, token, key)
-}
-
-// awaitMarkerGone waits on the marker's GET_LOCK name on a connection of
-// its own: the server grants it exactly when the holder's session ends,
-// and it is released at once. GET_LOCK's timeout is in whole seconds.
-func (s mysqlStore) awaitMarkerGone(ctx context.Context, key int64, wait time.Duration) (gone bool, err error) {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	name := markerName(key)
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, name, max(1, int64(wait/time.Second))).Scan(&got); err != nil {
-		return false, err
-	}
-	if got.Int64 != 1 {
-		return false, nil // timed out (0), or an error (NULL): alive, as far as we know
-	}
-	var released sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT RELEASE_LOCK(?)`, name).Scan(&released); err != nil {
-		// Never hand a connection that may hold the name back to the
-		// pool: its end frees the name.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	return true, nil
-}
-
-func (mysqlStore) notifies() bool { return false }
-
 func (s mysqlStore) close() { s.hot.Close() }
-
-// ignoreDone drops the error of rolling back a transaction that already
-// ended (a failed commit, a canceled context).
-func ignoreDone(err error) error {
-	if errors.Is(err, sql.ErrTxDone) {
-		return nil
-	}
-	return err
-}

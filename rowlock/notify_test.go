@@ -3,6 +3,7 @@ package rowlock
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -16,12 +17,13 @@ import (
 
 // TestReleaseNotifiesOnlyOtherProcesses: on PostgreSQL a release sends a
 // NOTIFY when waiters asked for one (wanted), but not when every waiter
-// that asked is in the releasing process, which wakes them in memory: a
+// that asked is of the releasing Locker, which wakes them in memory: a
 // NOTIFY with a session listening made the releasing commit much slower.
 // Whether a release notified is told without timing: after it, the test
 // sends a marker on the same channel, and notifications arrive in commit
 // order, so the release's would come first.
 func TestReleaseNotifiesOnlyOtherProcesses(t *testing.T) {
+	const self, other = "self", "other"
 	for _, tg := range testdb.Targets(t) {
 		if tg.Dialect != dblock.Postgres {
 			continue // MySQL has no notifications: waiters poll
@@ -29,23 +31,35 @@ func TestReleaseNotifiesOnlyOtherProcesses(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			cases := []struct {
 				name string
-				// wantedBy are the processes whose waiters asked for a
-				// wake-up before the release, in order.
+				// wantedBy are the wake identities whose waiters asked
+				// for a wake-up before the release, in order: self is
+				// the releasing Locker's, other another Locker's of this
+				// process.
 				wantedBy   []string
 				wantNotify bool
 			}{
 				{"nobody asked", nil, false},
-				{"this process asked", []string{lockinput.ProcessHost()}, false},
-				{"this process asked twice", []string{lockinput.ProcessHost(), lockinput.ProcessHost()}, false},
+				{"this Locker asked", []string{self}, false},
+				{"this Locker asked twice", []string{self, self}, false},
 				{"another process asked", []string{"elsewhere:1"}, true},
-				{"this process, then another", []string{lockinput.ProcessHost(), "elsewhere:1"}, true},
-				{"another process, then this one", []string{"elsewhere:1", lockinput.ProcessHost()}, true},
+				{"another Locker of this process asked", []string{other}, true},
+				{"this Locker, then another", []string{self, "elsewhere:1"}, true},
+				{"another Locker, then this one", []string{other, self}, true},
 			}
 			l, err := New(tg.DB)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = l.Close() })
+			l2, err := New(tg.DB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l2.Close() })
+			ids := map[string]string{self: l.store.(postgresStore).process, other: l2.store.(postgresStore).process}
+			if ids[self] == ids[other] || !strings.HasSuffix(ids[self], lockinput.ProcessHost()) {
+				t.Fatalf("wake identities %q and %q: want two, each ending in the process's host", ids[self], ids[other])
+			}
 			listen := listenConn(t, tg.DB, releaseChannel)
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
@@ -56,6 +70,9 @@ func TestReleaseNotifiesOnlyOtherProcesses(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, process := range c.wantedBy {
+						if id, ok := ids[process]; ok {
+							process = id
+						}
 						// What a waiter of that process does before it
 						// sleeps.
 						asker := postgresStore{db: pgxrow.Wrap(tg.DB), process: process}

@@ -12,52 +12,85 @@ import (
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/logging"
 	"github.com/sqllock/sqllock/internal/metrics"
+	"github.com/sqllock/sqllock/internal/queue"
+	"github.com/sqllock/sqllock/internal/tuning"
 )
 
-// Defaults of the Locker options.
+// DefaultCrashGrace is how long after its session ended a holder's lock
+// can be taken (see WithCrashGrace).
+const DefaultCrashGrace = time.Second
+
+// How waiters pace their tries and how long the session connection idles.
+// They are not options: the defaults serve every user, and tests that must
+// tell a wake-up from a poll set them through withPacing.
 const (
-	// DefaultMinPollInterval is the first pause of a MySQL waiter between
-	// tries; it doubles up to the maximum after each failed try.
-	DefaultMinPollInterval = 5 * time.Millisecond
-	// DefaultMaxPollInterval caps the pause between tries of a waiter that
+	// defaultMinPoll is the first pause of a waiter between tries; it
+	// doubles up to the cap after each failed try.
+	defaultMinPoll = 5 * time.Millisecond
+	// defaultMaxPollNotified caps the pause between tries of a waiter that
 	// is notified of releases (PostgreSQL with LISTEN, MySQL with the
 	// doorbell): it polls only for leases that lapse without a release.
-	DefaultMaxPollInterval = time.Second
-	// DefaultMaxPollIntervalPolling caps the pause of a waiter that must
-	// poll for releases (WithListen off, no session connection, or a
-	// holder whose session does not ring): a handoff to another
-	// process takes about half of it. Only the first waiter of a name in
-	// each Locker polls, with one primary-key read while the lease has time
-	// left, so this costs about 100 cheap reads a second per waiting
-	// Locker, whatever the number of waiters.
-	DefaultMaxPollIntervalPolling = 10 * time.Millisecond
-	// DefaultListenerIdle is how long the session connection (see
+	defaultMaxPollNotified = time.Second
+	// defaultMaxPollPolling caps the pause of a waiter that must poll for
+	// releases (WithListen off, no session connection, or a holder whose
+	// session does not ring): a handoff to another process takes about
+	// half of it. Only the first waiter of a name in each Locker polls,
+	// with one primary-key read while the lease has time left, so this
+	// costs about 100 cheap reads a second per waiting Locker, whatever
+	// the number of waiters.
+	defaultMaxPollPolling = 10 * time.Millisecond
+	// defaultSessionIdle is how long the session connection (see
 	// WithSessionDB) is kept after the Locker's last lock was released and
 	// its last waiter left.
-	DefaultListenerIdle = 30 * time.Second
-	// DefaultCrashGrace is how long after its session ended a holder's
-	// lock can be taken (see WithCrashGrace).
-	DefaultCrashGrace = time.Second
+	defaultSessionIdle = 30 * time.Second
+	// defaultIdleRecheck is how often a waiter that is not the first of
+	// its name in its Locker checks the lock on its own: a safety net that
+	// costs one try per waiter per period. The first one polls and is
+	// woken by releases, and wakes the next when it leaves.
+	defaultIdleRecheck = 30 * time.Second
 )
 
 // Option configures a Locker.
 type Option func(*config)
 
 type config struct {
-	dialect dblock.Dialect
-	logger  *slog.Logger
+	dialect       dblock.Dialect
+	logger        *slog.Logger
+	pacing        pacing
+	listen        bool
+	waiterTTL     time.Duration
+	sessionDB     *sql.DB
+	crashGrace    time.Duration
+	failoverPause time.Duration
+	meters        metric.MeterProvider
+}
+
+// pacing is how waiters pace their tries and how long the session
+// connection idles: the defaults above, or a test's (withPacing).
+type pacing struct {
 	minPoll time.Duration
-	maxPoll time.Duration
+	maxPoll time.Duration // 0: by dialect (see setPollCaps)
 	// maxPollUnnotified caps the pauses of waiters that must poll for
-	// releases: maxPoll, or DefaultMaxPollIntervalPolling by default.
+	// releases: maxPoll, or defaultMaxPollPolling by default.
 	maxPollUnnotified time.Duration
-	listenerIdle      time.Duration
-	listen            bool
-	waiterTTL         time.Duration
 	idleRecheck       time.Duration
-	sessionDB         *sql.DB
-	crashGrace        time.Duration
-	meters            metric.MeterProvider
+	sessionIdle       time.Duration
+}
+
+// withPacing overrides the pacing fields of p that are not zero. Only
+// tests use it (export_test.go, internal/tuning).
+func withPacing(p pacing) Option {
+	return func(c *config) {
+		if p.minPoll != 0 || p.maxPoll != 0 {
+			c.pacing.minPoll, c.pacing.maxPoll = p.minPoll, p.maxPoll
+		}
+		if p.idleRecheck != 0 {
+			c.pacing.idleRecheck = p.idleRecheck
+		}
+		if p.sessionIdle != 0 {
+			c.pacing.sessionIdle = p.sessionIdle
+		}
+	}
 }
 
 // WithDialect sets the SQL dialect. Default: detected from the driver
@@ -65,35 +98,19 @@ type config struct {
 func WithDialect(d dblock.Dialect) Option { return func(c *config) { c.dialect = d } }
 
 // WithLogger sets where the Locker logs: renewals that fail, locks lost,
-// the listener falling back to polling, the fair queue's heartbeats; and,
-// through Logger, the leader elections, cron guards and reaper built on the
-// Locker. Default: slog.Default() at Warn and above, which is all the
+// the listener falling back to polling, the fair queue's heartbeats; and
+// the leader elections, cron guards and reaper built on the Locker. Default: slog.Default() at Warn and above, which is all the
 // Locker itself logs.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// Logger is the Locker's logger (WithLogger), which the packages built on
-// a Locker log to.
-func (l *Locker) Logger() *slog.Logger { return l.cfg.logger }
 
 // WithMeterProvider sets where the Locker's OpenTelemetry metrics go
 // (acquisitions, wait and hold times, locks lost by cause, renewal
 // failures, waiters, how waiters are woken; see package internal/metrics
-// for the names). Attributes never carry lock names. Default: the global
+// for the names), and the reaper's sweeps. Attributes never carry lock
+// names. Default: the global
 // MeterProvider (otel.GetMeterProvider), which records nothing until the
 // application sets one.
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.meters = mp } }
-
-// MeterProvider is the Locker's meter provider (WithMeterProvider); the
-// reaper records its sweeps through it.
-func (l *Locker) MeterProvider() metric.MeterProvider { return l.cfg.meters }
-
-// WithPollInterval sets the range of pauses between a waiter's tries.
-// Default DefaultMinPollInterval to DefaultMaxPollInterval when releases are
-// notified (PostgreSQL with LISTEN, MySQL with the doorbell: see
-// WithListen), DefaultMaxPollIntervalPolling otherwise.
-func WithPollInterval(minimum, maximum time.Duration) Option {
-	return func(c *config) { c.minPoll, c.maxPoll = minimum, maximum }
-}
 
 // WithListen turns PostgreSQL LISTEN/NOTIFY wake-ups on or off. Default on
 // with the pgx driver (it needs pgx's WaitForNotification); waiters poll
@@ -105,20 +122,15 @@ func WithPollInterval(minimum, maximum time.Duration) Option {
 // below that while a listener runs can starve the pool.
 func WithListen(on bool) Option { return func(c *config) { c.listen = on } }
 
-// WithListenerIdle sets how long the session connection outlives the
-// Locker's last lock and last waiter. Default DefaultListenerIdle.
-func WithListenerIdle(d time.Duration) Option { return func(c *config) { c.listenerIdle = d } }
-
 // WithSessionDB sets where the Locker's session connection comes from: one
 // connection kept out of the pool while the Locker holds locks or has
-// waiters, which carries the session marker (see the package doc, Crash
+// waiters, which carries the session marker (docs/design.md, Crash
 // detection) and, on PostgreSQL with pgx, LISTEN. Give a *sql.DB with a
 // direct connection to the server when the Locker's own goes through a
 // transaction pooler (PgBouncer in transaction mode): through a pooler,
 // notifications never come back and a marker would outlive its process, so
 // the Locker notices (a NOTIFY round trip, the heartbeat's check), logs it
-// once, and goes without: waiters poll (at most every
-// DefaultMaxPollIntervalPolling) and dead holders are detected by their
+// once, and goes without: waiters poll (at most every 10 ms) and dead holders are detected by their
 // leases only. Default: the Locker's own *sql.DB, from which the session
 // connection is taken only if the pool can spare it (see WithListen). The
 // Locker never closes it.
@@ -138,27 +150,11 @@ func WithSessionDB(db *sql.DB) Option { return func(c *config) { c.sessionDB = d
 // is always 0.
 func WithCrashGrace(d time.Duration) Option { return func(c *config) { c.crashGrace = d } }
 
-// DefaultWaiterTTL is how long a fair waiter stays queued without a
-// heartbeat (see WithWaiterTTL).
-const DefaultWaiterTTL = 10 * time.Second
-
 // WithWaiterTTL sets how long a fair waiter stays queued without a
 // heartbeat: a waiter whose process died holds up the queue this long.
-// Its waiters heartbeat every TTL/3. Default DefaultWaiterTTL, at least
-// 100 ms.
+// Its waiters heartbeat every TTL/3. Default queue.DefaultWaiterTTL (10
+// s), at least queue.MinWaiterTTL (100 ms).
 func WithWaiterTTL(d time.Duration) Option { return func(c *config) { c.waiterTTL = d } }
-
-// DefaultIdleRecheck is how often a waiter that is not the first of its name
-// in its Locker checks the lock on its own; the first one polls and is woken
-// by releases, and wakes the next when it leaves. The first is the fair
-// waiter with the oldest place in the queue, or, with no fair waiter, the
-// longest-waiting one.
-const DefaultIdleRecheck = 30 * time.Second
-
-// WithIdleRecheck sets how often waiters that are not the first of their
-// name in the Locker check the lock on their own: a safety net that costs
-// one try per waiter per period. Default DefaultIdleRecheck.
-func WithIdleRecheck(d time.Duration) Option { return func(c *config) { c.idleRecheck = d } }
 
 // minCrashGrace is the shortest crash grace: its heartbeats come every
 // G/3, and each must be answered within 0.9·G of the last.
@@ -168,15 +164,17 @@ const minCrashGrace = 100 * time.Millisecond
 // checks the result.
 func newConfig(db *sql.DB, opts []Option) (config, error) {
 	cfg := config{
-		logger:       logging.Default(),
-		minPoll:      DefaultMinPollInterval,
-		maxPoll:      0, // by dialect: see setPollCaps
-		listenerIdle: DefaultListenerIdle,
-		listen:       true,
-		waiterTTL:    DefaultWaiterTTL,
-		idleRecheck:  DefaultIdleRecheck,
-		crashGrace:   DefaultCrashGrace,
-		meters:       metrics.Default(),
+		logger: logging.Default(),
+		pacing: pacing{
+			minPoll:     defaultMinPoll,
+			idleRecheck: defaultIdleRecheck,
+			sessionIdle: defaultSessionIdle,
+		},
+		listen:        true,
+		waiterTTL:     queue.DefaultWaiterTTL,
+		crashGrace:    DefaultCrashGrace,
+		meters:        metrics.Default(),
+		failoverPause: DefaultFailoverPause,
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -199,22 +197,23 @@ func newConfig(db *sql.DB, opts []Option) (config, error) {
 	return cfg, nil
 }
 
-// setPollCaps fills in the caps on waiters' pauses that WithPollInterval
+// setPollCaps fills in the caps on waiters' pauses that a test's pacing
 // left to the dialect.
 func (c *config) setPollCaps() {
-	if c.maxPoll != 0 {
-		c.maxPollUnnotified = c.maxPoll
+	p := &c.pacing
+	if p.maxPoll != 0 {
+		p.maxPollUnnotified = p.maxPoll
 		return
 	}
 	// Waiters notified of releases poll only for lapsed leases; the
 	// others poll for releases too, and a handoff waits half a pause.
-	c.maxPoll = DefaultMaxPollInterval
+	p.maxPoll = defaultMaxPollNotified
 	if !c.wakesWaiters() {
-		c.maxPoll = DefaultMaxPollIntervalPolling
+		p.maxPoll = defaultMaxPollPolling
 	}
 	// Waiters of a Locker that listens poll for releases too while
 	// it cannot (no connection to spare, or the connection was lost).
-	c.maxPollUnnotified = min(c.maxPoll, DefaultMaxPollIntervalPolling)
+	p.maxPollUnnotified = min(p.maxPoll, defaultMaxPollPolling)
 }
 
 // wakesWaiters reports whether releases in other processes can wake this
@@ -228,18 +227,25 @@ func (c *config) validate() error {
 	switch {
 	case !c.dialect.Valid():
 		return fmt.Errorf("rowlock: %w: %q", dblock.ErrUnknownDialect, c.dialect)
-	case c.minPoll <= 0 || c.maxPoll < c.minPoll:
-		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithPollInterval", Reason: "need 0 < min <= max"})
-	case c.idleRecheck <= 0:
-		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithIdleRecheck", Reason: "must be positive"})
-	case c.listenerIdle < 0:
-		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithListenerIdle", Reason: "must not be negative"})
+	case c.pacing.minPoll <= 0 || c.pacing.maxPoll < c.pacing.minPoll:
+		// Only a test's pacing can be wrong: say so loudly.
+		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "withPacing", Reason: "need 0 < min <= max"})
 	case c.crashGrace < 0 || c.crashGrace > 0 && c.crashGrace < minCrashGrace:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithCrashGrace", Reason: "must be 0 (off) or at least 100ms"})
+	case !lockkit.ValidFailoverPause(c.failoverPause):
+		return fmt.Errorf("rowlock: %w", lockkit.FailoverPauseError())
 	case c.meters == nil:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: "nil MeterProvider"})
 	case c.logger == nil:
 		return fmt.Errorf("rowlock: %w", &dblock.OptionError{Option: "WithLogger", Reason: "nil logger"})
 	}
 	return nil
+}
+
+// The module's tests of other packages pace waiters through package
+// tuning; users cannot.
+func init() {
+	tuning.Register(func(minimum, maximum time.Duration) any {
+		return withPacing(pacing{minPoll: minimum, maxPoll: maximum})
+	})
 }

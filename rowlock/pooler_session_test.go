@@ -50,7 +50,7 @@ func (h *logRecords) count(part string) int {
 // marker would stay on a server connection that outlives the process. The
 // Locker checks with a NOTIFY round trip instead of assuming, says so once
 // in its log and in the wake-up metric (polling), takes its locks without a
-// marker, and its waiters poll (at most every DefaultMaxPollIntervalPolling,
+// marker, and its waiters poll (at most every
 // 10 ms). Given a direct session connection (WithSessionDB), the same
 // Locker listens, is counted as notified, and marks its locks.
 func TestSessionThroughPooler(t *testing.T) {

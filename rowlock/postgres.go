@@ -4,10 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockkit"
@@ -21,9 +18,11 @@ const releaseChannel = "dblock_released"
 type postgresStore struct {
 	listing
 	db pgxrow.DB // statements in a mode that works through poolers
-	// process is this process's identity (lockinput.ProcessHost), which a
-	// waiter records when it asks for a release NOTIFY and a release
-	// compares with: waiters of the releasing process are woken in memory.
+	// pause is the failover pause (WithFailoverPause).
+	pause time.Duration
+	// process is the Locker's wake identity (newWakeID), which a waiter
+	// records when it asks for a release NOTIFY and a release compares
+	// with: waiters of the releasing Locker are woken in memory.
 	process string
 }
 
@@ -48,17 +47,21 @@ type postgresStore struct {
 // A takeover records the caller's session marker ($8, 0 for none) with the
 // new token; a re-entry keeps the row's marker only if it is the caller's
 // own, and else records none, so that the end of one session never cuts
-// short a hold taken under another (see the package doc, Crash detection).
+// short a hold taken under another (docs/design.md, Crash detection).
+//
+// A takeover waits out the failover pause (pgPauseOverTake, see failover.go),
+// and so does a re-entry into a row tokened on an earlier timeline: the
+// promoted server may have brought it back after a release it lost.
 //
 // Parameters: $1 name, $2 owner_host, $3 owner_id, $4 note, $5 ttl µs,
-// $6 min hold µs, $7 waiter id, $8 session key.
+// $6 min hold µs, $7 waiter id, $8 session key, $9 failover pause µs.
 const pgTake = pgTakeSet + `WHERE l.name = $1
 ` + pgTakeWhere
 
 // pgNextToken is the token of a takeover: one above the row's, and at
 // least one above the current timeline's base (lockkit.PgTimelineBase), so
 // that a token drawn after a promotion is above every token of the
-// timeline before, replicated or not (see the package doc, Fencing tokens
+// timeline before, replicated or not (docs/design.md, Fencing tokens
 // across a failover).
 const pgNextToken = `GREATEST(l.token + 1, ` + lockkit.PgTimelineBase + ` + 1)`
 
@@ -83,8 +86,10 @@ UPDATE ` + locksTable + ` AS l SET
 const pgTakeWhere = `  AND ` + pgTakeMark + `
   AND ((l.expires_at <= clock_timestamp() AND NOT EXISTS (
             SELECT 1 FROM ` + waitersTable + ` w
-            WHERE w.name = $1 AND w.id < $7 AND w.expires_at > clock_timestamp()))
-       OR (l.hold_count > 0 AND l.expires_at > clock_timestamp() AND l.owner_host = $2 AND l.owner_id = $3))
+            WHERE w.name = $1 AND w.id < $7 AND w.expires_at > clock_timestamp())
+        AND ` + pgPauseOverTake + `)
+       OR (l.hold_count > 0 AND l.expires_at > clock_timestamp() AND l.owner_host = $2 AND l.owner_id = $3
+           AND ` + pgPauseOverTake + `))
 RETURNING l.token`
 
 // pgTakeNowait is pgTake for a try that must not wait for another
@@ -137,16 +142,21 @@ const (
 // held, so two fresh inserts of one name (the name reaped in between) are
 // ordered by token. Nothing is written when a row exists.
 //
+// It records the current timeline when it is new (pgRecordTimeline), and
+// inserts only once the failover pause is over (see failover.go).
+//
 // Parameters: $1 name, $2 stripe, $3 owner_host, $4 owner_id, $5 note,
-// $6 ttl µs, $7 min hold µs, $8 waiter id, $9 session key.
+// $6 ttl µs, $7 min hold µs, $8 waiter id, $9 session key, $10 failover
+// pause µs.
 const pgInsert = `
-WITH fence AS (
+WITH ` + pgRecordTimeline + `, fence AS (
     INSERT INTO ` + fencesTable + ` AS f (stripe, token)
     SELECT $2::integer, ` + lockkit.PgTimelineBase + ` + 1
     WHERE NOT EXISTS (SELECT 1 FROM ` + locksTable + ` WHERE name = $1)
       AND ` + pgInsertMark + `
       AND NOT EXISTS (SELECT 1 FROM ` + waitersTable + ` w
                       WHERE w.name = $1 AND w.id < $8 AND w.expires_at > clock_timestamp())
+      AND ` + pgPauseOverFresh + `
     ON CONFLICT (stripe) DO UPDATE SET token = GREATEST(f.token + 1, ` + lockkit.PgTimelineBase + ` + 1)
     RETURNING f.token
 )
@@ -169,6 +179,10 @@ RETURNING token`
 // no row. Losing the insert race means someone else has just taken it. The
 // holder's remaining lease is not read: a waiter that sleeps until a
 // release asks for it when it asks to be notified (wantWake).
+//
+// Its complexity (over 15) is the variants of one take (no wait, a brief
+// wait, queued, a fresh insert) and the read of a busy row between them,
+// in the order they run.
 func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, error) {
 	var out outcome
 	if a.polling {
@@ -186,7 +200,7 @@ func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, erro
 	if a.nowait {
 		take = pgTakeNowait
 	}
-	err := s.queryInt64(ctx, &out.token, take, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey)
+	err := s.queryInt64(ctx, &out.token, take, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey, micros(s.pause))
 	switch {
 	case err == nil:
 		out.acquired = true
@@ -197,7 +211,7 @@ func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, erro
 		if err != nil || (found && h.remaining > 0) {
 			return outcome{}, err
 		}
-		err = s.queryInt64(ctx, &out.token, pgTakeBriefWait, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey)
+		err = s.queryInt64(ctx, &out.token, pgTakeBriefWait, a.name, a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey, micros(s.pause))
 		switch {
 		case err == nil:
 			out.acquired = true
@@ -211,7 +225,7 @@ func (s postgresStore) tryAcquire(ctx context.Context, a attempt) (outcome, erro
 		return outcome{}, err
 	}
 	err = s.queryInt64(ctx, &out.token, pgInsert,
-		a.name, stripeOf(a.name), a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey)
+		a.name, stripeOf(a.name), a.host, a.ownerID, a.note, micros(a.ttl), micros(a.minHold), a.queueID(), a.sessionKey, micros(s.pause))
 	if errors.Is(err, sql.ErrNoRows) {
 		return outcome{}, nil
 	}
@@ -235,7 +249,7 @@ const (
 	// set_config(..., true) turns synchronous_commit off for the
 	// statement's own transaction only, which is committed after the
 	// RETURNING list has run, so it is in effect at the commit and gone
-	// after it (also behind a transaction pooler). See the package doc,
+	// after it (also behind a transaction pooler). See docs/design.md,
 	// "Releases that do not wait for the disk", for why that is safe; the
 	// statements that take locks and draw tokens never do it.
 	pgRelease = `
@@ -327,22 +341,6 @@ SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM scanned),
        COALESCE((SELECT name FROM scanned ORDER BY name DESC LIMIT 1), '')`
 )
 
-// The listing queries compute durations in the database, against one
-// reading of its clock.
-const (
-	pgHeldColumns = `
-SELECT name, token, owner_host, owner_id, hold_count, note,
-    (extract(epoch FROM c.now - acquired_at) * 1000000)::bigint,
-    (extract(epoch FROM expires_at - c.now) * 1000000)::bigint
-FROM ` + locksTable + ` CROSS JOIN (SELECT clock_timestamp() AS now) c`
-
-	pgLocks = pgHeldColumns + ` WHERE expires_at > c.now ORDER BY name LIMIT $1`
-
-	pgHeld = pgHeldColumns + ` WHERE name = $1 AND expires_at > c.now`
-
-	pgCountLapsed = `SELECT count(*) FROM ` + locksTable + ` WHERE expires_at <= clock_timestamp()`
-)
-
 // release is an Exec, not a query: database/sql starts a goroutine for the
 // rows of every query whose context can be canceled (see queryInt64), and
 // the statement's row says no more than the rows affected. RETURNING sees
@@ -387,73 +385,6 @@ func (s postgresStore) sweep(ctx context.Context, grace time.Duration, limit int
 	var b sweepBatch
 	err := s.db.QueryRowContext(ctx, pgSweep, micros(grace), limit, after).Scan(&b.deleted, &b.scanned, &b.last)
 	return b, err
-}
-
-func (s postgresStore) wantWake(ctx context.Context, name string, _ holderInfo) (bool, holderInfo, error) {
-	h, err := scanHolder(s.db.QueryRowContext(ctx, pgWant, name, s.process))
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, holderInfo{}, errHoldEnded
-	}
-	return err == nil, h, err
-}
-
-// holder reads the holder of a's name; found is false when the name has
-// no row.
-func (s postgresStore) holder(ctx context.Context, a attempt) (h holderInfo, found bool, err error) {
-	h, err = scanHolder(s.db.QueryRowContext(ctx, pgHolder, a.name, a.host, a.ownerID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return holderInfo{}, false, nil
-	}
-	return h, err == nil, err
-}
-
-func (s postgresStore) shorten(ctx context.Context, name string, token, key int64, grace time.Duration) (bool, error) {
-	return execOne(ctx, s.db, pgShorten, name, token, key, micros(grace))
-}
-
-// awaitBell is MySQL's: PostgreSQL wakes waiters with NOTIFY.
-func (postgresStore) awaitBell(context.Context, int64, int64, time.Duration, func(bool)) (bool, error) {
-	return false, errors.New("rowlock: PostgreSQL has no doorbells")
-}
-
-// awaitMarkerGone asks for the marker in shared mode, in a transaction
-// that gives up after wait (lock_timeout): the holder's session holds it
-// exclusively, so the request is granted exactly when that session ends,
-// and the transaction's end gives it back at once.
-//
-// The transaction is not bound to ctx, only its statements are: a
-// transaction whose context ends is rolled back by a database/sql goroutine
-// that may still hold the connection when this returns, and Locker.Close
-// must have given every connection back to the pool when it returns.
-func (s postgresStore) awaitMarkerGone(ctx context.Context, key int64, wait time.Duration) (bool, error) {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
-	if err != nil {
-		return false, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	q := s.db.On(tx)
-	if _, err := q.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", wait.Milliseconds())); err != nil {
-		return false, err
-	}
-	_, err = q.ExecContext(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, key)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: the wait ran out
-		return false, nil
-	}
-	return err == nil, err
-}
-
-func (postgresStore) notifies() bool { return true }
-
-// notify sends a NOTIFY through the pool (the session's round-trip probe).
-func (s postgresStore) notify(ctx context.Context, channel, payload string) error {
-	_, err := s.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", channel, payload)
-	return err
 }
 
 func (postgresStore) close() {}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
-	"github.com/sqllock/sqllock/internal/queue"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/queue"
 )
 
 // TestTakeNeverSkipsALiveQueue: on MySQL an unqueued acquisition skips the
@@ -37,7 +37,7 @@ func TestTakeNeverSkipsALiveQueue(t *testing.T) {
 			if tg.Dialect == dblock.MySQL && queued(t, tg, name) {
 				t.Fatal("queued after takeovers that found no waiter: the fast take is never used")
 			}
-			q, err := queue.New(tg.DB, tg.Dialect)
+			q, err := queue.New(tg.DB, queue.WithDialect(tg.Dialect))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -115,10 +115,7 @@ func TestReadOnlyCauseOutlivesCutRenewal(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback() }()
-			q := `SELECT 1 FROM dblock_locks WHERE name = $1 FOR UPDATE`
-			if tg.Dialect == dblock.MySQL {
-				q = `SELECT 1 FROM dblock_locks WHERE name = ? FOR UPDATE`
-			}
+			q := tg.Q(`SELECT 1 FROM dblock_locks WHERE name = $1 FOR UPDATE`)
 			var one int
 			if err := tx.QueryRowContext(ctx, q, name).Scan(&one); err != nil {
 				t.Fatal(err)

@@ -33,10 +33,7 @@ func TestFairWaiterRekeysAfterSessionRestart(t *testing.T) {
 				done <- err
 			}()
 			key := func() int64 {
-				q := `SELECT session_key FROM dblock_waiters WHERE name = $1`
-				if tg.Dialect == dblock.MySQL {
-					q = `SELECT session_key FROM dblock_waiters WHERE name = ?`
-				}
+				q := tg.Q(`SELECT session_key FROM dblock_waiters WHERE name = $1`)
 				var k int64
 				if err := tg.DB.QueryRowContext(ctx, q, name).Scan(&k); err != nil {
 					return 0

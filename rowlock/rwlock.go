@@ -2,9 +2,7 @@ package rowlock
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 
@@ -14,28 +12,38 @@ import (
 	"github.com/sqllock/sqllock/internal/metrics"
 )
 
-// MaxReaders is how many owners can hold the read lock of one name at
+// maxReaders is how many owners can hold the read lock of one name at
 // once; more wait for one of them to leave. It is part of the on-disk
 // format (every process must look at the same reader rows), so it never
 // changes.
-const MaxReaders = 64
+const maxReaders = 64
 
 // writerRow is the row of the writer of read/write lock name; readerRow
 // is reader slot i.
-func writerRow(name string) string { return name + KindSeparator + "w" }
+func writerRow(name string) string { return name + kindSeparator + "w" }
 
-func readerRow(name string, i int) string { return name + KindSeparator + "r" + strconv.Itoa(i) }
+func readerRow(name string, i int) string { return name + kindSeparator + "r" + strconv.Itoa(i) }
 
-// RWLocker is one side of the Locker's read/write locks: Readers take
-// shared holds of a name, Writers exclusive ones. A name held by a writer
-// has no other holder, reader or writer; held by readers, it admits more
-// readers (up to MaxReaders owners). Both sides implement dblock.Locker,
+// rwLocker is one side of the Locker's read/write locks (Readers,
+// Writers).
+type rwLocker struct {
+	l         *Locker
+	exclusive bool
+}
+
+var _ dblock.RWLocker = (*Locker)(nil)
+
+// Readers is the shared side of the Locker's read/write locks, Writers the
+// exclusive side: Readers take shared holds of a name, Writers exclusive
+// ones. The Locker meets dblock.RWLocker's contract; the holds are
+// *RWLock. A name held by a writer has no other holder, reader or writer;
+// held by readers, it admits more readers (up to 64 owners). Both sides implement dblock.Locker,
 // so dblock.Do and the packages built on a Locker work with either. The
 // names are their own namespace: read/write lock "x" is not the lock "x"
 // of Locker.Acquire, nor semaphore "x".
 //
-// Rows: the writer holds one row (the name, KindSeparator, "w") and each
-// reader one of MaxReaders reader rows ("r" and a slot number), each a
+// Rows: the writer holds one row (the name, U+241F (␟), "w") and each
+// reader one of 64 reader rows ("r" and a slot number), each a
 // lock with its own lease, renewal and session marker: a dead reader or
 // writer is passed over within the crash grace or its lease, and the
 // reaper sweeps lapsed rows.
@@ -63,18 +71,17 @@ func readerRow(name string, i int) string { return name + KindSeparator + "r" + 
 // writer row's token when it was admitted (the last writer's), so readers
 // between two writers share it; re-entered with its hold's Context a read
 // keeps its token. Both sides' holds implement dblock.Fencer.
-type RWLocker struct {
-	l         *Locker
-	exclusive bool
-}
+//
+// Errors of Acquire and TryAcquire: dblock.ErrUpgrade when a reader asks
+// to write; dblock.ErrInvalidName (a name too long to derive its rows'
+// names from, too), dblock.ErrInvalidOption (dblock.Fair for readers),
+// dblock.ErrClosed, dblock.ErrSchemaMissing, or a driver error; when ctx
+// ends first, dblock.ErrNotAcquired joined with ctx.Err().
+func (l *Locker) Readers() dblock.Locker { return &rwLocker{l: l} }
 
-var _ dblock.Locker = (*RWLocker)(nil)
-
-// Readers is the shared side of the Locker's read/write locks.
-func (l *Locker) Readers() *RWLocker { return &RWLocker{l: l} }
-
-// Writers is the exclusive side of the Locker's read/write locks.
-func (l *Locker) Writers() *RWLocker { return &RWLocker{l: l, exclusive: true} }
+// Writers is the exclusive side of the Locker's read/write locks; see
+// Readers.
+func (l *Locker) Writers() dblock.Locker { return &rwLocker{l: l, exclusive: true} }
 
 // Acquire waits until the read (Readers) or write (Writers) lock of name
 // is held, or ctx ends (the error then joins dblock.ErrNotAcquired and
@@ -83,19 +90,19 @@ func (l *Locker) Writers() *RWLocker { return &RWLocker{l: l, exclusive: true} }
 // derive its rows' names from, too), dblock.ErrInvalidOption (dblock.Fair
 // for readers), dblock.ErrClosed, dblock.ErrSchemaMissing, or a driver
 // error.
-func (rw *RWLocker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (rw *rwLocker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(rw.acquire(ctx, name, opts, true))
 }
 
 // TryAcquire takes the read or write lock of name if it can at once, and
 // returns dblock.ErrNotAcquired otherwise. Other errors as Acquire.
-func (rw *RWLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (rw *rwLocker) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(rw.acquire(ctx, name, opts, false))
 }
 
-func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (_ *RWLock, err error) {
+func (rw *rwLocker) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (_ *RWLock, err error) {
 	o, err := rw.l.checkKindCall(ctx, opts, func() error {
-		return checkKindName(name, readerRow(name, MaxReaders-1), "read/write lock")
+		return checkKindName(name, readerRow(name, maxReaders-1), "read/write lock")
 	})
 	if err != nil {
 		return nil, err
@@ -123,7 +130,7 @@ func (rw *RWLocker) acquire(ctx context.Context, name string, opts []dblock.Opti
 	if hasToken {
 		t.readToken = &readToken
 	}
-	t.readers = make([]string, MaxReaders)
+	t.readers = make([]string, maxReaders)
 	for i := range t.readers {
 		t.readers[i] = readerRow(name, i)
 	}
@@ -158,7 +165,7 @@ type rwTry struct {
 	// acquisition was made with, if any.
 	readToken *int64
 	// waiting is the current wait, on the rows of waitingOn.
-	waiting   *rowWait
+	waiting   *waiter
 	waitingOn string
 	// metrics records the holds (type read or write), and the wait.
 	metrics *metrics.Instruments
@@ -175,14 +182,15 @@ func (t *rwTry) wait(ctx context.Context, what string, names []string, blockers 
 		t.endWait()
 		// Registered after the look that found the blockers: the next
 		// look, at once, sees a release in between.
-		t.waiting, t.waitingOn = t.l.startRowWait(names), what
+		t.waiting, t.waitingOn = t.l.newWaiter(names), what
 		if !t.waited {
 			t.waited = true
 			t.metrics.Waiting(context.WithoutCancel(ctx), false, 1)
 		}
 		return nil
 	}
-	return t.waiting.wait(ctx, blockers)
+	_, err := t.waiting.wait(ctx, blockers)
+	return err
 }
 
 func (t *rwTry) endWait() {
@@ -214,6 +222,9 @@ func (t *rwTry) read(ctx context.Context, wait bool) (*RWLock, error) {
 
 // readOnce looks at the rows and tries to read. It returns the hold, or
 // what is in the way: the writer (byWriter), or every reader row.
+//
+// Its complexity (over 15) is the reader's steps in protocol order, as
+// write's.
 func (t *rwTry) readOnce(ctx context.Context, wait bool) (_ *RWLock, _ []blocker, byWriter bool, _ error) {
 	rows, err := t.l.kinds().rows(ctx, t.all)
 	if err != nil {
@@ -304,123 +315,6 @@ func (t *rwTry) admit(ctx context.Context, k *Lock, reentered, wait bool) (*RWLo
 	return t.hold(k, token, false), nil, false, nil
 }
 
-// write takes the write hold: the writer row, then the readers' leave.
-func (t *rwTry) write(ctx context.Context, wait bool) (*RWLock, error) {
-	rows, err := t.l.kinds().rows(ctx, t.all)
-	if err != nil {
-		return nil, t.dbError(ctx, err)
-	}
-	if t.carried && t.readsItself(rows) {
-		return nil, t.upgradeError()
-	}
-	mode := takeNow
-	if wait {
-		mode = takeWait
-	}
-	k, err := t.l.takeRow(ctx, t.w, t.opts, mode, t.owner, rows[t.w].heldBy(t.owner), t.metrics)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		rows, err := t.l.kinds().rows(ctx, t.readers)
-		if err != nil {
-			t.l.giveBack(ctx, []*Lock{k})
-			return nil, t.dbError(ctx, err)
-		}
-		if t.carried && t.readsItself(rows) {
-			// It began to read since the first look.
-			t.l.giveBack(ctx, []*Lock{k})
-			return nil, t.upgradeError()
-		}
-		blockers := t.liveReaders(rows)
-		if len(blockers) == 0 {
-			// The readers' rows look lapsed or free: settle those that
-			// exist, and look at them again as settled.
-			var existing []string
-			for _, name := range t.readers {
-				if _, ok := rows[name]; ok {
-					existing = append(existing, name)
-				}
-			}
-			if len(existing) > 0 {
-				settled, err := t.settle(ctx, existing, wait)
-				if err != nil {
-					t.l.giveBack(ctx, []*Lock{k})
-					if errors.Is(err, dblock.ErrNotAcquired) {
-						return nil, err
-					}
-					return nil, t.dbError(ctx, err)
-				}
-				blockers = t.liveReaders(settled)
-			}
-		}
-		if len(blockers) == 0 {
-			if err := k.Err(); err != nil {
-				t.l.giveBack(ctx, []*Lock{k})
-				return nil, fmt.Errorf("rowlock: write lock %q: %w", t.name, err)
-			}
-			return t.hold(k, k.Token(), true), nil
-		}
-		if !wait {
-			t.l.giveBack(ctx, []*Lock{k})
-			return nil, dblock.ErrNotAcquired
-		}
-		if err := t.wait(ctx, "readers", t.readers, blockers); err != nil {
-			t.l.giveBack(ctx, []*Lock{k})
-			return nil, err
-		}
-	}
-}
-
-// liveReaders are the reader rows among rows whose lease is live.
-func (t *rwTry) liveReaders(rows map[string]kindRow) []blocker {
-	var blockers []blocker
-	for _, name := range t.readers {
-		if r := rows[name]; r.live {
-			blockers = append(blockers, blocker{name: name, h: r.holder})
-		}
-	}
-	return blockers
-}
-
-// settle reads the rows of names again, locked for update, before an
-// acquisition passes over the lapsed ones. A holder whose lease lapsed
-// may still be inside a fenced transaction that its CheckHeld began, with
-// its row locked in shared mode: the lock for update waits for that
-// transaction to end, so the hold that CheckHeld proved is over before
-// the acquisition can complete, as a takeover's UPDATE of a mutex's row
-// waits. (A plain read of the row would not wait.) Without wait, a row
-// locked by another transaction makes it dblock.ErrNotAcquired at once.
-func (t *rwTry) settle(ctx context.Context, names []string, wait bool) (map[string]kindRow, error) {
-	if !wait {
-		rows, err := t.l.kinds().lockRows(ctx, names, true)
-		if rowsBusy(err) {
-			return nil, dblock.ErrNotAcquired
-		}
-		return rows, err
-	}
-	var rows map[string]kindRow
-	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-		rows, err = t.l.kinds().lockRows(ctx, names, false)
-		return err
-	})
-	return rows, err
-}
-
-// readsItself reports whether the owner holds a reader row.
-func (t *rwTry) readsItself(rows map[string]kindRow) bool {
-	for _, name := range t.readers {
-		if rows[name].heldBy(t.owner) {
-			return true
-		}
-	}
-	return false
-}
-
-func (t *rwTry) upgradeError() error {
-	return fmt.Errorf("rowlock: write lock %q: %w", t.name, dblock.ErrUpgrade)
-}
-
 // take tries the row name once; nil and no error when someone else has it.
 func (t *rwTry) take(ctx context.Context, name string, ownerHeld bool) (*Lock, error) {
 	k, err := t.l.takeRow(ctx, name, t.opts, tryMode(t.waits), t.owner, ownerHeld, t.metrics)
@@ -437,13 +331,14 @@ func (t *rwTry) dbError(ctx context.Context, err error) error {
 	return cutShort(ctx, lockkit.WrapDBError("rowlock: read/write lock "+strconv.Quote(t.name), err))
 }
 
-// hold makes the handle of row k.
+// hold makes the handle of row k, which shows the read/write lock's name
+// and token.
 func (t *rwTry) hold(k *Lock, token int64, exclusive bool) *RWLock {
-	h := &RWLock{k: k, name: t.name, token: token, exclusive: exclusive, ctx: k.Context()}
+	k.name, k.token = t.name, token
 	if !exclusive {
-		h.ctx = context.WithValue(k.Context(), readTokenKey{t.name}, token)
+		k.ctx = context.WithValue(k.ctx, readTokenKey{t.name}, token)
 	}
-	return h
+	return &RWLock{Lock: k, exclusive: exclusive}
 }
 
 var (
@@ -451,49 +346,19 @@ var (
 	_ dblock.Fencer = (*RWLock)(nil)
 )
 
-// RWLock is a read or write hold of a read/write lock (see RWLocker). It
-// is safe for concurrent use.
+// RWLock is a read or write hold of a read/write lock (see Readers): a
+// *Lock on the writer row or on a reader row. Its Name is the read/write
+// lock's name. Its Token is a writer's own, above every token handed out
+// for the name before it, or a reader's, the last writer's. Its Context
+// carries a read's token too, so that a read re-entered with it keeps its
+// token. A writer's Release lets readers and writers in; a reader's lets a
+// waiting writer in once the last reader has left. CheckHeld proves a
+// writer's hold that no one else holds the lock, a reader's that no
+// writer does. It is safe for concurrent use.
 type RWLock struct {
-	k         *Lock
-	name      string
-	token     int64
+	*Lock
 	exclusive bool
-	ctx       context.Context
 }
-
-// Name is the read/write lock's name.
-func (h *RWLock) Name() string { return h.name }
 
 // Exclusive is true for a write hold.
 func (h *RWLock) Exclusive() bool { return h.exclusive }
-
-// Token is the fencing token (see RWLocker): a writer's is above every
-// token handed out for the name before it; a reader's is the last
-// writer's.
-func (h *RWLock) Token() int64 { return h.token }
-
-// Owner is who holds the lock.
-func (h *RWLock) Owner() dblock.Owner { return h.k.Owner() }
-
-// Context carries the owner (and a read's token) and is canceled when the
-// hold is released or lost; context.Cause tells which.
-func (h *RWLock) Context() context.Context { return h.ctx }
-
-// Done is closed when the hold is released or lost.
-func (h *RWLock) Done() <-chan struct{} { return h.k.Done() }
-
-// Err is nil while held; see Lock.Err.
-func (h *RWLock) Err() error { return h.k.Err() }
-
-// Refresh renews the hold's lease now; see Lock.Refresh.
-func (h *RWLock) Refresh(ctx context.Context) error { return h.k.Refresh(ctx) }
-
-// Release gives the hold up; see Lock.Release. A writer's release lets
-// readers and writers in; a reader's lets a waiting writer in once the
-// last reader has left.
-func (h *RWLock) Release(ctx context.Context) error { return h.k.Release(ctx) }
-
-// CheckHeld proves inside tx that the hold is still current, and keeps its
-// row from being taken until tx ends: a writer's, that no one else holds
-// the lock; a reader's, that no writer does. See Lock.CheckHeld.
-func (h *RWLock) CheckHeld(ctx context.Context, tx *sql.Tx) error { return h.k.CheckHeld(ctx, tx) }

@@ -76,7 +76,7 @@ func TestRWLock(t *testing.T) {
 			if row := readRow(t, tg, writerRowOf(name)); row.ownerID != hw.Owner().ID || row.token != hw.Token() {
 				t.Fatalf("writer row = %+v, want held by %s with token %d", row, hw.Owner().ID, hw.Token())
 			}
-			for _, side := range []*rowlock.RWLocker{a.Readers(), a.Writers(), b.Readers(), b.Writers()} {
+			for _, side := range []dblock.Locker{a.Readers(), a.Writers(), b.Readers(), b.Writers()} {
 				if _, err := side.TryAcquire(ctx, name); !errors.Is(err, dblock.ErrNotAcquired) {
 					t.Fatalf("another owner while written: %v, want ErrNotAcquired", err)
 				}
@@ -321,7 +321,7 @@ func TestRWLockBadInput(t *testing.T) {
 			long := strings.Repeat("n", dblock.MaxNameLength-5) // fits a plain lock, not "␟r63"
 			cases := []struct {
 				name string
-				side func(*rowlock.Locker) *rowlock.RWLocker
+				side func(*rowlock.Locker) dblock.Locker
 				l    *rowlock.Locker
 				ctx  context.Context
 				lock string

@@ -16,29 +16,37 @@ import (
 	"github.com/sqllock/sqllock/internal/queue"
 )
 
-// MaxSemaphoreLimit is the largest limit of a Semaphore.
+// MaxSemaphoreLimit is the largest limit of Locker.Semaphore.
 const MaxSemaphoreLimit = 1000
 
-// KindSeparator joins a name to the suffix of the rows a lock kind derives
+// kindSeparator joins a name to the suffix of the rows a lock kind derives
 // from it: U+241F SYMBOL FOR UNIT SEPARATOR, printable, so the rows read
 // well in listings (sqllock status), and unlikely in names. Names that
 // contain it are refused with dblock.ErrInvalidName (by the Acquire and
-// TryAcquire of every kind, Held and Waiters): they could name another
-// name's rows.
-const KindSeparator = "␟"
+// TryAcquire of every kind, and Holder): they could name another name's
+// rows.
+const kindSeparator = lockinput.KindSeparator
 
 // slotName is the row of permit slot i of semaphore name.
-func slotName(name string, i int) string { return name + KindSeparator + "s" + strconv.Itoa(i) }
+func slotName(name string, i int) string { return name + kindSeparator + "s" + strconv.Itoa(i) }
 
-// Semaphore hands out, for each name, at most Limit permits at a time:
-// counting semaphores across processes, each permit a lock of its own.
-// Acquire and TryAcquire take one; it implements dblock.Locker, so
-// dblock.Do and the packages built on a Locker work with it. Get one with
-// Locker.Semaphore; it is a value over its Locker and costs nothing to
-// keep.
+// semaphore is what Locker.Semaphore returns.
+type semaphore struct {
+	l     *Locker
+	limit int
+}
+
+var _ dblock.Semaphore = (*semaphore)(nil)
+
+// Semaphore returns the semaphores of limit permits per name (1 to
+// MaxSemaphoreLimit) of the Locker's database: counting semaphores across
+// processes, each permit a lock of its own, whose Acquire and TryAcquire
+// return a *Permit. It meets dblock.Semaphore's contract. The value is
+// over the Locker and costs nothing to keep. Errors:
+// dblock.ErrInvalidOption for a limit out of range.
 //
 // Each permit is one of Limit rows of the lock table (slots, named after
-// the semaphore's name, KindSeparator, "s" and the slot number), with its
+// the semaphore's name, U+241F (␟), "s" and the slot number), with its
 // own lease, renewal, fencing token and session marker, exactly as a lock
 // of Locker.Acquire: a holder that dies gives its permit back within the
 // crash grace or its lease, and the reaper deletes lapsed slot rows. The
@@ -59,30 +67,27 @@ func slotName(name string, i int) string { return name + KindSeparator + "s" + s
 //
 // With dblock.Fair, permits go in arrival order: a waiter that finds no
 // permit it may take joins a line of its own for the name (the fair
-// queue, package queue, under the name, KindSeparator and "q"), and takes
+// queue, package queue, under the name, U+241F and "q"), and takes
 // a free slot only while fewer waiters are ahead of it than slots are
 // free; a TryAcquire with Fair does the same without joining. Acquirers
 // without Fair do not look at the line: give every acquirer of a name
 // Fair if its permits must go in order.
-type Semaphore struct {
-	l     *Locker
-	limit int
-}
-
-var _ dblock.Locker = (*Semaphore)(nil)
-
-// Semaphore returns the semaphores of limit permits per name (1 to
-// MaxSemaphoreLimit) of the Locker's database. Errors:
-// dblock.ErrInvalidOption for a limit out of range.
-func (l *Locker) Semaphore(limit int) (*Semaphore, error) {
+//
+// Errors of Acquire and TryAcquire: dblock.ErrLimitMismatch when name's
+// holders use another limit; dblock.ErrInvalidName (a name too long to
+// derive its slots' names from, too), dblock.ErrInvalidOption,
+// dblock.ErrClosed, dblock.ErrSchemaMissing (migration 3 has not run), or a
+// driver error; when ctx ends first, dblock.ErrNotAcquired joined with
+// ctx.Err().
+func (l *Locker) Semaphore(limit int) (dblock.Semaphore, error) {
 	if err := lockinput.CheckLimit(limit, MaxSemaphoreLimit); err != nil {
 		return nil, fmt.Errorf("rowlock: %w", err)
 	}
-	return &Semaphore{l: l, limit: limit}, nil
+	return &semaphore{l: l, limit: limit}, nil
 }
 
 // Limit is the number of permits per name.
-func (s *Semaphore) Limit() int { return s.limit }
+func (s *semaphore) Limit() int { return s.limit }
 
 // Acquire waits until it holds a permit of name or ctx ends (the error then
 // joins dblock.ErrNotAcquired and ctx.Err()). The lock it returns is a
@@ -90,18 +95,21 @@ func (s *Semaphore) Limit() int { return s.limit }
 // limit; dblock.ErrInvalidName (a name too long to derive its slots' names
 // from, too), dblock.ErrInvalidOption, dblock.ErrClosed,
 // dblock.ErrSchemaMissing (migration 3 has not run), or a driver error.
-func (s *Semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (s *semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(s.acquire(ctx, name, opts, true))
 }
 
 // TryAcquire takes a permit of name if one is free (or the owner in ctx
 // holds one), and returns dblock.ErrNotAcquired at once otherwise. Other
 // errors as Acquire.
-func (s *Semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
+func (s *semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(s.acquire(ctx, name, opts, false))
 }
 
-func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (_ *Permit, err error) {
+// acquire is Acquire and TryAcquire. Its complexity (over 15) is the
+// set-up and the wait loop with the fair queue, which share one deferred
+// clean-up.
+func (s *semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (_ *Permit, err error) {
 	o, err := s.l.checkKindCall(ctx, opts, func() error {
 		return checkKindName(name, slotName(name, s.limit-1), "semaphore")
 	})
@@ -120,7 +128,7 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 	defer func() { recordKind(ctx, in, wait, err, started) }()
 	t := semTry{s: s, name: name, opts: opts, owner: owner, carried: carried, metrics: in, fair: o.Fair, wait: wait}
 	t.slots = t.slotsOf(s.limit)
-	var rw *rowWait
+	var rw *waiter
 	defer func() {
 		if rw != nil {
 			rw.end()
@@ -149,13 +157,13 @@ func (s *Semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 		if rw == nil {
 			// Registered after the first look: a release in between is
 			// seen by the next look, which comes at once.
-			rw = s.l.startRowWait(t.slots)
+			rw = s.l.newWaiter(t.slots)
 			if !t.fair {
 				in.Waiting(context.WithoutCancel(ctx), false, 1)
 			}
 			continue
 		}
-		if err := rw.wait(ctx, blockers); err != nil {
+		if _, err := rw.wait(ctx, blockers); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +184,7 @@ func checkKindName(name, longest, kind string) error {
 
 // semTry is one Acquire or TryAcquire of a permit.
 type semTry struct {
-	s       *Semaphore
+	s       *semaphore
 	name    string
 	opts    []dblock.Option
 	owner   dblock.Owner
@@ -197,6 +205,9 @@ type semTry struct {
 
 // once looks at the slots and tries to take one: the owner's own, or a
 // free one. It returns the permit, or the slots in the way.
+//
+// Its complexity (over 15) is the cases of one look at the slot rows, in
+// the order the protocol tries them.
 func (t *semTry) once(ctx context.Context) (*Permit, []blocker, error) {
 	l := t.s.l
 	rows, err := l.kinds().rows(ctx, t.slots)
@@ -277,7 +288,8 @@ func (t *semTry) take(ctx context.Context, i int, ownerHeld bool) (*Permit, erro
 		}
 		return nil, cutShort(ctx, lockkit.WrapDBError("rowlock: semaphore "+strconv.Quote(t.name), err))
 	}
-	return &Permit{k: k, name: t.name, slot: i}, nil
+	k.name = t.name
+	return &Permit{Lock: k, slot: i}, nil
 }
 
 // slotsOf are the slots of name under a limit of n.
@@ -314,46 +326,17 @@ var (
 	_ dblock.Fencer = (*Permit)(nil)
 )
 
-// Permit is one permit of a Semaphore: one slot row held, with its own
-// lease, renewal and fencing token. It is safe for concurrent use.
+// Permit is one permit of a semaphore (Locker.Semaphore): a *Lock on one slot row, with its
+// own lease, renewal and fencing token. Its Name is the semaphore's name.
+// Its Token grows strictly from holder to holder of its slot (not across
+// slots, whose holders do not exclude one another). Release gives the
+// permit back (one hold of it, when re-entered). It is safe for
+// concurrent use.
 type Permit struct {
-	k    *Lock
-	name string
+	*Lock
 	slot int
 }
-
-// Name is the semaphore's name.
-func (p *Permit) Name() string { return p.name }
 
 // Slot is the permit's slot, 0 to the limit - 1: holders at the same time
 // have different slots.
 func (p *Permit) Slot() int { return p.slot }
-
-// Token is the fencing token of the permit's slot: it grows strictly from
-// holder to holder of the slot (not across slots, whose holders do not
-// exclude one another).
-func (p *Permit) Token() int64 { return p.k.Token() }
-
-// Owner is who holds the permit.
-func (p *Permit) Owner() dblock.Owner { return p.k.Owner() }
-
-// Context carries the owner and is canceled when the permit is released or
-// lost; context.Cause tells which.
-func (p *Permit) Context() context.Context { return p.k.Context() }
-
-// Done is closed when the permit is released or lost.
-func (p *Permit) Done() <-chan struct{} { return p.k.Done() }
-
-// Err is nil while the permit is held; see Lock.Err.
-func (p *Permit) Err() error { return p.k.Err() }
-
-// Refresh renews the permit's lease now; see Lock.Refresh.
-func (p *Permit) Refresh(ctx context.Context) error { return p.k.Refresh(ctx) }
-
-// Release gives the permit back (one hold of it, when re-entered); see
-// Lock.Release.
-func (p *Permit) Release(ctx context.Context) error { return p.k.Release(ctx) }
-
-// CheckHeld proves inside tx that the permit is still held; see
-// Lock.CheckHeld.
-func (p *Permit) CheckHeld(ctx context.Context, tx *sql.Tx) error { return p.k.CheckHeld(ctx, tx) }

@@ -10,12 +10,12 @@ import (
 
 // queueName is the name under which a fair semaphore's waiters queue: not
 // the semaphore's own, which a plain lock's fair waiters may use.
-func queueName(name string) string { return name + KindSeparator + "q" }
+func queueName(name string) string { return name + kindSeparator + "q" }
 
 // ahead counts the live fair waiters ahead of this acquisition in the
 // semaphore's line: all of them before it has joined.
 func (t *semTry) ahead(ctx context.Context) (int, error) {
-	ws, err := t.s.l.queue.List(ctx, queueName(t.name))
+	ws, err := t.s.l.queue.Waiters(ctx, queueName(t.name))
 	if err != nil {
 		return 0, cutShort(ctx, lockkit.WrapDBError("rowlock: semaphore "+strconv.Quote(t.name), err))
 	}
@@ -35,7 +35,7 @@ func (t *semTry) ahead(ctx context.Context) (int, error) {
 // where it stays, heartbeating, until leaveQueue.
 func (t *semTry) joinQueue(ctx context.Context) error {
 	l := t.s.l
-	ticket, err := l.queue.EnqueueAs(ctx, queueName(t.name), t.owner, l.sess.key(ctx), metrics.TypeSemaphore)
+	ticket, err := l.queue.EnqueueAs(ctx, queueName(t.name), t.owner, l.sess.Key(ctx), metrics.TypeSemaphore)
 	if err != nil {
 		return cutShort(ctx, err)
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/rowlock"
 )
 
 // A fair semaphore gives its permits in arrival order: with both permits
@@ -43,7 +43,7 @@ func TestSemaphoreFair(t *testing.T) {
 				}
 				n := 0
 				for _, w := range ws {
-					if strings.HasPrefix(w.Name, name+rowlock.KindSeparator) {
+					if strings.HasPrefix(w.Name, name+lockinput.KindSeparator) {
 						n++
 					}
 				}
@@ -113,7 +113,7 @@ func TestSemaphoreFairTryRespectsLine(t *testing.T) {
 			// A waiter in line, as another process's (package queue's
 			// table, under the semaphore's line's name), with no permit
 			// held: it is about to take the free one.
-			insertWaiterFor(t, tg, name+rowlock.KindSeparator+"q")
+			insertWaiterFor(t, tg, name+lockinput.KindSeparator+"q")
 			if _, err := s.TryAcquire(ctx, name, dblock.Fair()); !errors.Is(err, dblock.ErrNotAcquired) {
 				t.Fatalf("fair TryAcquire past a waiter in line: %v, want ErrNotAcquired", err)
 			}

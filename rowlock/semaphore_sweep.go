@@ -11,14 +11,16 @@ import (
 	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/pgxrow"
+	"github.com/sqllock/sqllock/internal/rowops"
 )
 
-// SweepSemaphores deletes the recorded limits of semaphores (see
-// Semaphore) that nobody uses: no permit held, and the record last written
-// more than grace ago by the database clock. One batch per call, as Sweep:
+// sweepSemaphores deletes the recorded limits of semaphores (see
+// Locker.Semaphore) that nobody uses: no permit held, and the record last written
+// more than grace ago by the database clock. One batch per call, as sweep:
 // it looks at the next limit records after the name after ("" starts at
 // the first) and returns how many it deleted and where the next batch
-// starts, "" once the batch reached the end. Package reaper runs it.
+// starts, "" once the batch reached the end. Package reaper runs it
+// (through rowops).
 //
 // A record only holds the limit that the holders of a name agreed on; with
 // no holder it constrains nobody (any limit is taken up), so deleting it
@@ -29,14 +31,14 @@ import (
 // until ctx ends; the error then wraps ctx.Err().
 // Errors: dblock.ErrInvalidOption, dblock.ErrSchemaMissing, or a driver
 // error.
-func (l *Locker) SweepSemaphores(ctx context.Context, grace time.Duration, limit int, after string) (deleted int, next string, err error) {
+func (l *Locker) sweepSemaphores(ctx context.Context, grace time.Duration, limit int, after string) (deleted int, next string, err error) {
 	switch {
 	case ctx == nil:
 		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", lockinput.CheckContext(ctx))
 	case grace < 0:
 		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", &dblock.OptionError{Option: "grace", Reason: "must not be negative"})
-	case limit < 1 || limit > MaxSweepBatch:
-		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", &dblock.OptionError{Option: "limit", Reason: fmt.Sprintf("must be 1 to %d", MaxSweepBatch)})
+	case limit < 1 || limit > rowops.MaxSweepBatch:
+		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", &dblock.OptionError{Option: "limit", Reason: fmt.Sprintf("must be 1 to %d", rowops.MaxSweepBatch)})
 	case len(after) > dblock.MaxNameLength:
 		return 0, "", fmt.Errorf("rowlock: SweepSemaphores: %w", &dblock.OptionError{Option: "after", Reason: fmt.Sprintf("longer than %d bytes: not a position a sweep returned", dblock.MaxNameLength)})
 	}
@@ -90,7 +92,7 @@ func scanRecords(rows *sql.Rows, err error) ([]string, error) {
 }
 
 // deleteIdleRecord deletes name's record if it is idle (see
-// SweepSemaphores), in one READ COMMITTED transaction: lock it, count its
+// sweepSemaphores), in one READ COMMITTED transaction: lock it, count its
 // held slots with a statement of its own, delete it.
 func deleteIdleRecord(ctx context.Context, db pgxrow.DB, q limitSQL, name string, grace time.Duration) (gone bool, err error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})

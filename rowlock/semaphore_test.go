@@ -16,7 +16,6 @@ import (
 
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -24,7 +23,7 @@ import (
 func slotRow(name string, i int) string { return fmt.Sprintf("%s␟s%d", name, i) }
 
 // semaphore returns l's semaphore of limit permits.
-func semaphore(t testing.TB, l *rowlock.Locker, limit int) *rowlock.Semaphore {
+func semaphore(t testing.TB, l *rowlock.Locker, limit int) dblock.Semaphore {
 	t.Helper()
 	s, err := l.Semaphore(limit)
 	if err != nil {
@@ -36,10 +35,7 @@ func semaphore(t testing.TB, l *rowlock.Locker, limit int) *rowlock.Semaphore {
 // recordedLimit reads the limit recorded for semaphore name; 0 when none.
 func recordedLimit(t testing.TB, tg testdb.Target, name string) int {
 	t.Helper()
-	q := `SELECT permits FROM dblock_semaphores WHERE name = $1`
-	if tg.Dialect == dblock.MySQL {
-		q = `SELECT permits FROM dblock_semaphores WHERE name = ?`
-	}
+	q := tg.Q(`SELECT permits FROM dblock_semaphores WHERE name = $1`)
 	var n int
 	err := tg.DB.QueryRowContext(context.Background(), q, name).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -64,7 +60,7 @@ func TestSemaphore(t *testing.T) {
 			}
 			var permits []*rowlock.Permit
 			slots := map[int]bool{}
-			for i, s := range []*rowlock.Semaphore{sa, sb, sa} {
+			for i, s := range []dblock.Semaphore{sa, sb, sa} {
 				k, err := s.TryAcquire(ctx, name, dblock.Note("worker"))
 				if err != nil {
 					t.Fatalf("permit %d of 3: %v", i, err)
@@ -83,7 +79,7 @@ func TestSemaphore(t *testing.T) {
 			if got := recordedLimit(t, tg, name); got != 3 {
 				t.Fatalf("recorded limit %d, want 3", got)
 			}
-			for _, s := range []*rowlock.Semaphore{sa, sb} {
+			for _, s := range []dblock.Semaphore{sa, sb} {
 				if _, err := s.TryAcquire(ctx, name); !errors.Is(err, dblock.ErrNotAcquired) {
 					t.Fatalf("a fourth permit of 3: %v, want ErrNotAcquired", err)
 				}
@@ -323,7 +319,7 @@ func TestSemaphoreHammer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // liveness bound
 			defer cancel()
 			const limit, workers, rounds = 3, 8, 20
-			sems := []*rowlock.Semaphore{semaphore(t, newLocker(t, tg.DB), limit), semaphore(t, newLocker(t, tg.DB), limit)}
+			sems := []dblock.Semaphore{semaphore(t, newLocker(t, tg.DB), limit), semaphore(t, newLocker(t, tg.DB), limit)}
 			name := testdb.Name(t)
 			lg := newLedger(t)
 			var wg sync.WaitGroup
@@ -352,7 +348,7 @@ func TestSemaphoreHammer(t *testing.T) {
 
 // semRound is one worker's turn in TestSemaphoreHammer: mode 0 gives up
 // after a short wait, 1 tries without waiting, the others wait.
-func semRound(t *testing.T, ctx context.Context, tg testdb.Target, s *rowlock.Semaphore, lg *ledger, name, owner string, mode int) {
+func semRound(t *testing.T, ctx context.Context, tg testdb.Target, s dblock.Semaphore, lg *ledger, name, owner string, mode int) {
 	octx := dblock.WithOwner(ctx, owner)
 	opts := []dblock.Option{dblock.TTL(5 * time.Second)}
 	var k dblock.Lock
@@ -454,16 +450,14 @@ func TestChildSemaphoreHolder(t *testing.T) {
 	}
 }
 
-// TestSemaphoreWaiterNotifiedAcrossProcesses: on PostgreSQL a waiter for a
-// permit held in another process is woken by the release's NOTIFY. The
-// waiter's Locker polls once an hour and the holder's lease has ten
-// minutes left, so a waiter that gets the permit within the test's minute
-// was woken by the announcement.
+// TestSemaphoreWaiterNotifiedAcrossProcesses: a waiter for a permit held
+// in another process is woken by the release: its NOTIFY on PostgreSQL,
+// the holder's doorbell on MySQL. The waiter's Locker polls once an hour
+// and the holder's lease has ten minutes left, so a waiter that gets the
+// permit within the test's minute was woken by the announcement. (Before
+// the kinds rang doorbells, MySQL's semaphore waiters polled every 10 ms.)
 func TestSemaphoreWaiterNotifiedAcrossProcesses(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
-		if tg.Dialect != dblock.Postgres {
-			continue // MySQL has no notifications: waiters poll
-		}
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // what proves the wake-up
 			defer cancel()
@@ -540,10 +534,7 @@ func TestSemaphoreSchemaMissing(t *testing.T) {
 	for _, tg := range testdb.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
-			old, _ := testdb.Isolated(t, tg, "semaphores_missing", nil)
-			if err := migrations.Up(ctx, old.DB); err != nil {
-				t.Fatal(err)
-			}
+			old := testdb.Migrated(t, tg, "semaphores_missing")
 			if _, err := old.DB.ExecContext(ctx, `DROP TABLE dblock_semaphores`); err != nil {
 				t.Fatal(err)
 			}
@@ -571,10 +562,7 @@ func TestSweepSemaphores(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := t.Context()
 			// A schema of its own: a sweep reads the whole table.
-			own, _ := testdb.Isolated(t, tg, "sweep_semaphores", nil)
-			if err := migrations.Up(ctx, own.DB); err != nil {
-				t.Fatal(err)
-			}
+			own := testdb.Migrated(t, tg, "sweep_semaphores")
 			l := newLocker(t, own.DB)
 			three := semaphore(t, l, 3)
 			busy, err := three.TryAcquire(ctx, "busy")

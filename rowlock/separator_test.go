@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -39,10 +40,6 @@ var callerEntries = []callerEntry{
 	}},
 	{name: "Held", call: func(ctx context.Context, l *rowlock.Locker, name string) error {
 		_, _, err := l.Held(ctx, name)
-		return err
-	}},
-	{name: "Waiters", call: func(ctx context.Context, l *rowlock.Locker, name string) error {
-		_, err := l.Waiters(ctx, name)
 		return err
 	}},
 	{name: "Semaphore.Acquire", kind: true, call: func(ctx context.Context, l *rowlock.Locker, name string) error {
@@ -78,14 +75,14 @@ var callerEntries = []callerEntry{
 		return lockErr(ctx, k, err)
 	}},
 	{name: "AcquireAll", kind: true, call: func(ctx context.Context, l *rowlock.Locker, name string) error {
-		m, err := l.AcquireAll(ctx, []string{strings.ReplaceAll(name, rowlock.KindSeparator, "") + "-plain", name})
+		m, err := l.AcquireAll(ctx, []string{strings.ReplaceAll(name, lockinput.KindSeparator, "") + "-plain", name})
 		if err == nil {
 			_ = m.Release(ctx)
 		}
 		return err
 	}},
 	{name: "TryAcquireAll", kind: true, call: func(ctx context.Context, l *rowlock.Locker, name string) error {
-		m, err := l.TryAcquireAll(ctx, []string{strings.ReplaceAll(name, rowlock.KindSeparator, "") + "-plain", name})
+		m, err := l.TryAcquireAll(ctx, []string{strings.ReplaceAll(name, lockinput.KindSeparator, "") + "-plain", name})
 		if err == nil {
 			_ = m.Release(ctx)
 		}
@@ -107,10 +104,10 @@ func TestSeparatorInNamesRefused(t *testing.T) {
 				l := newLocker(t, tg.DB)
 				base := testdb.Name(t)
 				for _, name := range []string{
-					base + rowlock.KindSeparator + "w",
-					base + rowlock.KindSeparator + "s0",
-					rowlock.KindSeparator + base,
-					base + rowlock.KindSeparator,
+					base + lockinput.KindSeparator + "w",
+					base + lockinput.KindSeparator + "s0",
+					lockinput.KindSeparator + base,
+					base + lockinput.KindSeparator,
 				} {
 					err := e.call(t.Context(), l, name)
 					if !errors.Is(err, dblock.ErrInvalidName) {
@@ -140,22 +137,22 @@ func TestSeparatorNamesCannotCollide(t *testing.T) {
 			ctx := t.Context()
 			l, other := newLocker(t, tg.DB), newLocker(t, tg.DB)
 			cfg, api := testdb.Name(t)+"-cfg", testdb.Name(t)+"-api"
-			if k, err := l.TryAcquire(ctx, cfg+rowlock.KindSeparator+"w"); !errors.Is(err, dblock.ErrInvalidName) {
+			if k, err := l.TryAcquire(ctx, cfg+lockinput.KindSeparator+"w"); !errors.Is(err, dblock.ErrInvalidName) {
 				if k != nil {
 					release(t, k)
 				}
-				t.Fatalf("plain lock %q = %v, want ErrInvalidName", cfg+rowlock.KindSeparator+"w", err)
+				t.Fatalf("plain lock %q = %v, want ErrInvalidName", cfg+lockinput.KindSeparator+"w", err)
 			}
 			w, err := other.Writers().TryAcquire(ctx, cfg)
 			if err != nil {
 				t.Fatalf("the write lock of %q: %v", cfg, err)
 			}
 			release(t, w)
-			if k, err := l.TryAcquire(ctx, api+rowlock.KindSeparator+"s0"); !errors.Is(err, dblock.ErrInvalidName) {
+			if k, err := l.TryAcquire(ctx, api+lockinput.KindSeparator+"s0"); !errors.Is(err, dblock.ErrInvalidName) {
 				if k != nil {
 					release(t, k)
 				}
-				t.Fatalf("plain lock %q = %v, want ErrInvalidName", api+rowlock.KindSeparator+"s0", err)
+				t.Fatalf("plain lock %q = %v, want ErrInvalidName", api+lockinput.KindSeparator+"s0", err)
 			}
 			sem, err := other.Semaphore(1)
 			if err != nil {

@@ -223,10 +223,10 @@ func (s sqliteStore) renew(ctx context.Context, h holder, ttl time.Duration) (bo
 }
 
 // checkHeld reads h's row in tx. SQLite has no shared row lock, and needs
-// none: a transaction that writes after reading commits only if no other
-// connection wrote in between (else its write fails with SQLITE_BUSY), and
-// one begun with BEGIN IMMEDIATE keeps every other writer out until it
-// ends, so no takeover can come between the check and the commit.
+// none. A transaction that writes after reading commits only if no other
+// connection wrote in between; else its write fails with SQLITE_BUSY. One
+// begun with BEGIN IMMEDIATE keeps every other writer out until it ends.
+// So no takeover can come between the check and the commit.
 func (s sqliteStore) checkHeld(ctx context.Context, tx *sql.Tx, h holder) (bool, error) {
 	return queryOne(ctx, tx, sqCheckHeld, h.name, h.host, h.ownerID, h.token)
 }
@@ -262,15 +262,15 @@ func (sqliteStore) wantWake(_ context.Context, _ string, h holderInfo) (bool, ho
 	return false, h, nil
 }
 
-func (sqliteStore) awaitBell(context.Context, int64, int64, time.Duration, func(bool)) (bool, error) {
+func (sqliteStore) AwaitBell(context.Context, int64, int64, time.Duration, func(bool)) (bool, error) {
 	return false, errors.New("rowlock: SQLite has no doorbells")
 }
 
-func (sqliteStore) awaitMarkerGone(context.Context, int64, time.Duration) (bool, error) {
+func (sqliteStore) AwaitMarkerGone(context.Context, int64, time.Duration) (bool, error) {
 	return false, nil
 }
 
-func (sqliteStore) shorten(context.Context, string, int64, int64, time.Duration) (bool, error) {
+func (sqliteStore) Shorten(context.Context, string, int64, int64, time.Duration) (bool, error) {
 	return false, nil
 }
 

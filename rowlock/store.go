@@ -11,6 +11,8 @@ import (
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/metrics"
 	"github.com/sqllock/sqllock/internal/queue"
+	"github.com/sqllock/sqllock/internal/rowops"
+	"github.com/sqllock/sqllock/internal/wake"
 )
 
 // The tables created by package migrations.
@@ -147,9 +149,9 @@ type store interface {
 	// raising their stripes' counters to their tokens first.
 	sweep(ctx context.Context, grace time.Duration, limit int, after string) (sweepBatch, error)
 	// locks returns the locks held now, in name order, at most limit.
-	locks(ctx context.Context, limit int) ([]HeldLock, error)
+	locks(ctx context.Context, limit int) ([]rowops.HeldLock, error)
 	// held returns name's lock if it is held now.
-	held(ctx context.Context, name string) (HeldLock, bool, error)
+	held(ctx context.Context, name string) (rowops.HeldLock, bool, error)
 	// countLapsed counts the rows whose lease has lapsed.
 	countLapsed(ctx context.Context) (int, error)
 	// wantWake asks that the release of name, held now (by h, as a try
@@ -160,18 +162,10 @@ type store interface {
 	// the lock is free, lapsed and kept for fair waiters, or has changed
 	// hands since the try.
 	wantWake(ctx context.Context, name string, h holderInfo) (armed bool, now holderInfo, err error)
-	// awaitBell blocks, for at most wait, on generation gen of the
-	// doorbell of the session marked key (MySQL; bell.go), and runs woke
-	// if it is granted, with dead true when the session has ended.
-	awaitBell(ctx context.Context, key, gen int64, wait time.Duration, woke func(dead bool)) (rung bool, err error)
-	// awaitMarkerGone blocks, for at most wait, until no session holds
-	// the session marker key; gone is false when wait ran out first.
-	awaitMarkerGone(ctx context.Context, key int64, wait time.Duration) (gone bool, err error)
-	// shorten ends the lease of name's row, held with token under the
-	// session marker key, at most grace from now by the database clock
-	// (never before its MinHold): its holder's session has ended. It never
-	// lengthens a lease and touches no other hold.
-	shorten(ctx context.Context, name string, token, key int64, grace time.Duration) (bool, error)
+	// WatchStore is what the watcher (internal/wake) asks of the store:
+	// waiting on a holder's bell or marker, and shortening the lease of a
+	// holder whose session has ended.
+	wake.WatchStore
 	// notifies reports whether releases are announced to other processes
 	// (PostgreSQL NOTIFY).
 	notifies() bool
@@ -229,14 +223,14 @@ func queryOne(ctx context.Context, db execer, query string, args ...any) (bool, 
 // queryHeld runs a query whose rows are name, token, owner_host, owner_id,
 // hold_count, note, µs since the lock was acquired and µs until its lease
 // ends.
-func queryHeld(ctx context.Context, db querier, query string, args ...any) ([]HeldLock, error) {
+func queryHeld(ctx context.Context, db querier, query string, args ...any) ([]rowops.HeldLock, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	var out []HeldLock
+	var out []rowops.HeldLock
 	for rows.Next() {
-		var h HeldLock
+		var h rowops.HeldLock
 		var heldUs, expiresUs int64
 		if err := rows.Scan(&h.Name, &h.Token, &h.OwnerHost, &h.OwnerID, &h.HoldCount, &h.Note, &heldUs, &expiresUs); err != nil {
 			_ = rows.Close()
@@ -279,11 +273,11 @@ type listingDB interface {
 // name (both rows as queryHeld reads them); countLapsed: none.
 type listingSQL struct{ locks, held, countLapsed string }
 
-func (s listing) locks(ctx context.Context, limit int) ([]HeldLock, error) {
+func (s listing) locks(ctx context.Context, limit int) ([]rowops.HeldLock, error) {
 	return queryHeld(ctx, s.db, s.sql.locks, limit)
 }
 
-func (s listing) held(ctx context.Context, name string) (HeldLock, bool, error) {
+func (s listing) held(ctx context.Context, name string) (rowops.HeldLock, bool, error) {
 	return onlyRow(queryHeld(ctx, s.db, s.sql.held, name))
 }
 
@@ -294,9 +288,18 @@ func (s listing) countLapsed(ctx context.Context) (int, error) {
 }
 
 // onlyRow returns the only lock a query by name returns, if any.
-func onlyRow(locks []HeldLock, err error) (HeldLock, bool, error) {
+func onlyRow(locks []rowops.HeldLock, err error) (rowops.HeldLock, bool, error) {
 	if err != nil || len(locks) == 0 {
-		return HeldLock{}, false, err
+		return rowops.HeldLock{}, false, err
 	}
 	return locks[0], true, nil
+}
+
+// ignoreDone drops the error of rolling back a transaction that already
+// ended (a failed commit, a canceled context).
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
 }

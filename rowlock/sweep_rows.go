@@ -12,6 +12,8 @@ import (
 // rows in name order without locking them, then, for the lapsed ones, one
 // transaction that picks those still lapsed, raises their stripes'
 // counters and deletes them. (PostgreSQL does it all in one statement.)
+// Raising the counters first is what keeps tokens from going backwards
+// (docs/design.md, "rowlock: why it is safe").
 
 // scanSweep reads the rows of a sweep's scan (name, lapsed): how many and
 // up to which name it looked at, and the names of the lapsed ones.

@@ -64,10 +64,22 @@ func TestChildHolderReleasesOnSignal(t *testing.T) {
 // PostgreSQL and through the doorbell on MySQL, cuts its lease short).
 // The holder's lease is longer than the test may run, so a waiter that got
 // the lock was woken, not timed out; the database clock shows it got the
-// lock before the holder's lease end. Waiters of two Lockers (fair and
-// unfair) wait at once; the first to get the lock wakes the next in
-// memory.
+// lock before the holder's lease end. Three waiters of two Lockers wait
+// at once: each Locker's first waiter asks for the wake-up, and the
+// second waiter of one Locker is handed on when the first leaves. The
+// Lockers share the process but nothing else: each wakes the other's
+// waiters only through the database, as if it were another process.
+//
+// Two corners fall back to polling (every 5 to 10 ms by default), which
+// the hour-long pauses here would turn into a hang, so the test stays out
+// of them: a waiter that meets a lock being handed to an older fair
+// waiter of another Locker has no release to ask for (the waiters are all
+// unfair), and one that finds, twice in a row, that the hold its try met
+// ended before it could ask for a wake-up tries once at once and then
+// polls (each hold here lasts holdBeforeRelease, far longer than the
+// round trip between a try and its request).
 func TestWokenAcrossProcesses(t *testing.T) {
+	const holdBeforeRelease = 200 * time.Millisecond
 	for _, tg := range testdb.Targets(t) {
 		for _, ending := range []string{"release", "SIGKILL"} {
 			t.Run(tg.Name+"/"+ending, func(t *testing.T) {
@@ -82,13 +94,9 @@ func TestWokenAcrossProcesses(t *testing.T) {
 				never := []rowlock.Option{rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour)}
 				a, b := newLocker(t, tg.DB, never...), newLocker(t, tg.DB, never...)
 				results := make(chan acquired, 3)
-				for i, l := range []*rowlock.Locker{a, a, b} {
-					var opts []dblock.Option
-					if i == 1 {
-						opts = append(opts, dblock.Fair())
-					}
+				for _, l := range []*rowlock.Locker{a, a, b} {
 					go func() {
-						k, err := l.Acquire(ctx, name, opts...)
+						k, err := l.Acquire(ctx, name)
 						if err == nil {
 							results <- acquired{k, err}
 							return
@@ -111,6 +119,7 @@ func TestWokenAcrossProcesses(t *testing.T) {
 						t.Fatalf("Acquire after the holder's %s: %v", ending, r.err)
 					}
 					checkTakenBefore(t, tg, r.lock, name, leaseEnd, childToken, "not woken")
+					time.Sleep(holdBeforeRelease)
 					release(t, r.lock)
 				}
 			})
@@ -156,122 +165,6 @@ func TestSweepDeletesDeadDoorbells(t *testing.T) {
 					t.Errorf("record of session %d after a sweep: %d rows, want kept=%v", c.key, n, c.want)
 				}
 			}
-		})
-	}
-}
-
-// TestChildHolderWithRecordStuck is the body of the holder process of
-// TestWaiterFollowsARingNotYetRecorded; in a normal run it returns at
-// once. It takes SQLLOCK_CHILD_LOCK (10-minute lease) and a lock it keeps,
-// then locks its session's doorbell record in a transaction of its own, so
-// that a ring's record waits. SIGUSR1 releases the lock (once, "released"),
-// SIGUSR2 takes it again ("held <token>"), and the next SIGUSR1 first lets
-// the record go (commits) and then releases it ("released").
-func TestChildHolderWithRecordStuck(t *testing.T) {
-	if !testdb.IsChild() {
-		return
-	}
-	usr1, usr2 := make(chan os.Signal, 1), make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
-	signal.Notify(usr2, syscall.SIGUSR2)
-	name := os.Getenv("SQLLOCK_CHILD_LOCK")
-	ctx := context.Background()
-	for _, tg := range testdb.Targets(t) {
-		if tg.Dialect != dblock.MySQL {
-			continue
-		}
-		l, err := rowlock.New(tg.DB)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := l.Acquire(ctx, name, dblock.TTL(wakeTestTTL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Acquire(ctx, name+"/kept"); err != nil {
-			t.Fatal(err)
-		}
-		stuck, err := tg.DB.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var one int
-		if err := stuck.QueryRowContext(ctx, `
-SELECT 1 FROM dblock_sessions
-WHERE session_key = (SELECT session_key FROM dblock_locks WHERE name = ?) FOR UPDATE`, name).Scan(&one); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Printf("held %d\n", k.Token())
-		<-usr1
-		if err := k.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Println("released")
-		<-usr2
-		if k, err = l.Acquire(ctx, name, dblock.TTL(wakeTestTTL)); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Printf("held %d\n", k.Token())
-		<-usr1
-		if err := stuck.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if err := k.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Println("released")
-		select {} // until killed
-	}
-}
-
-// TestWaiterFollowsARingNotYetRecorded: a MySQL waiter that reads a
-// holder's bell generation after a ring but before the ring's record (the
-// record is held up here; it is a write, and lags every ring a little)
-// waits on the next bell, and is woken by the next ring. Reading the
-// recorded generation alone, it would find the bell it already saw ring,
-// decline it and poll, here never (its pauses are an hour long): the test
-// would hang. The holder is another process whose lease outlasts the test.
-func TestWaiterFollowsARingNotYetRecorded(t *testing.T) {
-	for _, tg := range testdb.Targets(t) {
-		if tg.Dialect != dblock.MySQL {
-			continue // PostgreSQL wakes waiters by NOTIFY
-		}
-		t.Run(tg.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
-			defer cancel()
-			name := testdb.Name(t)
-			child := testdb.Child(t, "TestChildHolderWithRecordStuck", "SQLLOCK_CHILD_LOCK="+name)
-			signalChild := func(sig os.Signal, says string) {
-				t.Helper()
-				if err := child.Cmd.Process.Signal(sig); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := child.WaitLine(ctx, says); err != nil {
-					t.Fatal(err)
-				}
-			}
-			heldToken(t, ctx, child)
-			l := newLocker(t, tg.DB, rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour))
-			// The first wait: woken by the ring of the first bell, whose
-			// record then waits.
-			got := acquireAsync(ctx, l, name)
-			eventually(t, ctx, "the first waiter to arm the release", func() bool { return wanted(t, tg, name) })
-			signalChild(syscall.SIGUSR1, "released")
-			r := <-got
-			if r.err != nil {
-				t.Fatalf("first Acquire: %v", r.err)
-			}
-			release(t, r.lock)
-			signalChild(syscall.SIGUSR2, "held ")
-			// The second wait reads the generation while the record of
-			// the first ring still waits.
-			got = acquireAsync(ctx, l, name)
-			eventually(t, ctx, "the second waiter to arm the release", func() bool { return wanted(t, tg, name) })
-			signalChild(syscall.SIGUSR1, "released")
-			if r = <-got; r.err != nil {
-				t.Fatalf("second Acquire, after a ring not yet recorded: %v", r.err)
-			}
-			release(t, r.lock)
 		})
 	}
 }
@@ -353,4 +246,115 @@ func markedChildHolder(t *testing.T, ctx context.Context, tg testdb.Target, name
 		t.Fatal("the holder's row records no session marker")
 	}
 	return child, key
+}
+
+// TestWokenAcrossLockers: a waiter that never polls is woken by the release
+// of another Locker of the same process on one *sql.DB, on every dialect
+// (NOTIFY on PostgreSQL, the doorbell on MySQL), fair or not. Each Locker
+// wakes its own waiters in memory and shares nothing with the others: the
+// release of another Locker reaches the waiter through the database, as one
+// from another process does. The holder's lease is longer than the test
+// may run, so a waiter that got the lock was woken.
+func TestWokenAcrossLockers(t *testing.T) {
+	for _, tg := range testdb.Targets(t) {
+		for _, fair := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/fair=%v", tg.Name, fair), func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness bound
+				defer cancel()
+				name := testdb.Name(t)
+				holderLocker := newLocker(t, tg.DB)
+				waiter := newLocker(t, tg.DB, rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour))
+				held, err := holderLocker.TryAcquire(ctx, name, dblock.TTL(wakeTestTTL))
+				if err != nil {
+					t.Fatal(err)
+				}
+				leaseEnd := expiresAtMicros(t, tg, name)
+				var opts []dblock.Option
+				if fair {
+					opts = append(opts, dblock.Fair())
+				}
+				results := make(chan acquired, 1)
+				go func() {
+					k, err := waiter.Acquire(ctx, name, opts...)
+					results <- acquired{k, err}
+				}()
+				eventually(t, ctx, "the waiter to ask for a wake-up", func() bool { return wanted(t, tg, name) })
+				release(t, held)
+				r := <-results
+				if r.err != nil {
+					t.Fatalf("Acquire after the other Locker's release: %v", r.err)
+				}
+				checkTakenBefore(t, tg, r.lock, name, leaseEnd, held.Token(), "not woken")
+				release(t, r.lock)
+			})
+		}
+	}
+}
+
+// TestKindsWokenAcrossLockers: a semaphore's or a read/write lock's waiter
+// that never polls is woken by another Locker's release, on every dialect
+// (NOTIFY on PostgreSQL, the holder's doorbell on MySQL). The holder's
+// lease is longer than the test may run, so a waiter that got in within
+// the test's minute was woken.
+func TestKindsWokenAcrossLockers(t *testing.T) {
+	semaphore1 := func(l *rowlock.Locker) dblock.Locker {
+		s, err := l.Semaphore(1)
+		if err != nil {
+			panic(err) // a limit of 1 is valid
+		}
+		return s
+	}
+	readers := func(l *rowlock.Locker) dblock.Locker { return l.Readers() }
+	writers := func(l *rowlock.Locker) dblock.Locker { return l.Writers() }
+	for _, tg := range testdb.Targets(t) {
+		for _, c := range []struct {
+			name           string
+			holder, waiter func(*rowlock.Locker) dblock.Locker
+		}{
+			{"semaphore", semaphore1, semaphore1},
+			{"writer-after-reader", readers, writers},
+			{"reader-after-writer", writers, readers},
+			{"writer-after-writer", writers, writers},
+		} {
+			t.Run(tg.Name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // what proves the wake-up
+				defer cancel()
+				name := testdb.Name(t)
+				holderLocker := newLocker(t, tg.DB)
+				waiterLocker := newLocker(t, tg.DB, rowlock.WithPollInterval(time.Hour, time.Hour), rowlock.WithIdleRecheck(time.Hour))
+				held, err := c.holder(holderLocker).TryAcquire(ctx, name, dblock.TTL(wakeTestTTL))
+				if err != nil {
+					t.Fatal(err)
+				}
+				results := make(chan acquired, 1)
+				go func() {
+					k, err := c.waiter(waiterLocker).Acquire(ctx, name)
+					results <- acquired{k, err}
+				}()
+				// Until the waiter has asked for the wake-up, the release
+				// would not announce itself.
+				eventually(t, ctx, "the waiter to ask for a wake-up", func() bool { return anyWanted(t, tg, name) })
+				release(t, held)
+				r := <-results
+				if r.err != nil {
+					t.Fatalf("Acquire after the other Locker's release: %v", r.err)
+				}
+				release(t, r.lock)
+			})
+		}
+	}
+}
+
+// anyWanted reads whether a waiter asked for the release of one of the rows
+// of name (a semaphore's slots, a read/write lock's rows) to be announced.
+func anyWanted(t testing.TB, tg testdb.Target, name string) bool {
+	t.Helper()
+	q := tg.Q(`SELECT count(*) FROM dblock_locks WHERE name LIKE $1 AND wanted`)
+	var n int
+	if err := tg.DB.QueryRowContext(context.Background(), q, name+"%").Scan(&n); err != nil {
+		t.Fatalf("wanted rows of %q: %v", name, err)
+	}
+	return n > 0
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
@@ -73,11 +74,11 @@ func TestCLI(t *testing.T) {
 						t.Fatalf("%s: %v", q, err)
 					}
 				}
-				setVersion(5)
+				setVersion(8) // of the replaced history, not of these migrations
 				for _, args := range [][]string{{"migrate", "up"}, {"migrate", "version"}} {
 					cli.expect(exitConfig, "", "drop sqllock's tables and "+migrations.MigrationsTable, args...)
 					if out, _ := cli.command(args...).CombinedOutput(); strings.Contains(string(out), "migrate up' first") {
-						t.Errorf("sqllock %s at version 5 says to run migrate up first: %s", strings.Join(args, " "), out)
+						t.Errorf("sqllock %s at version 8 says to run migrate up first: %s", strings.Join(args, " "), out)
 					}
 				}
 				setVersion(migrations.Latest)
@@ -492,7 +493,7 @@ func TestCLI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				slot := semName + rowlock.KindSeparator + "s" + fmt.Sprint(p.(*rowlock.Permit).Slot())
+				slot := semName + lockinput.KindSeparator + "s" + fmt.Sprint(p.(*rowlock.Permit).Slot())
 				if n := count("dblock_locks", slot); n != 1 {
 					t.Fatalf("%d rows %q: not the permit's slot row", n, slot)
 				}

@@ -7,16 +7,20 @@
 //	sqllock run --name NAME -- CMD ...  run CMD while holding lock NAME
 //	sqllock --version                   the version sqllock was built from
 //
-// The database comes from --dsn or SQLLOCK_DSN, as a URL:
-// postgres://user:password@host:5432/db?sslmode=disable or
-// mysql://user:password@host:3306/db?tls=true; as go-sql-driver/mysql's
-// own DSN, user:password@tcp(host:3306)/db?tls=true, the form a Go
-// program gives sql.Open("mysql", ...), which takes no mysql:// URL (the
-// postgres:// URL is also what sql.Open("pgx", ...) takes); or as
-// sqlite:FILE (sqlite:locks.db, sqlite:/var/lib/locks.db or
-// sqlite:///var/lib/locks.db) for processes of one host sharing that file,
-// which is created if missing and whose tables run creates itself. There
-// is no default database.
+// A crontab line that runs a report on one host at a time, every hour:
+//
+//	0 * * * * SQLLOCK_DSN=postgres://locks@db/app sqllock run --name jobs/report -- /usr/local/bin/report
+//
+// The database comes from --dsn or SQLLOCK_DSN. There is no default. It
+// takes these forms:
+//
+//	postgres://user:password@host:5432/db?sslmode=disable   as sql.Open("pgx", ...) takes it
+//	mysql://user:password@host:3306/db?tls=true
+//	user:password@tcp(host:3306)/db?tls=true                as sql.Open("mysql", ...) takes it
+//	sqlite:FILE                                             sqlite:locks.db, sqlite:/var/lib/locks.db
+//
+// An SQLite file locks the processes of one host. It is created if
+// missing, and run creates its tables itself.
 //
 // Exit codes (sysexits.h where one fits):
 //

@@ -28,7 +28,7 @@ schedule with package reaper instead.`,
 	flags: func(fs *flag.FlagSet) func(*invocation) error {
 		var grace time.Duration
 		durationVar(fs, &grace, "grace", reaper.DefaultGrace, "keep rows lapsed for less than `duration`")
-		batch := fs.Int("batch", reaper.DefaultBatchSize, fmt.Sprintf("delete at most `N` rows per transaction (1 to %d)", rowlock.MaxSweepBatch))
+		batch := fs.Int("batch", reaper.DefaultBatchSize, fmt.Sprintf("delete at most `N` rows per transaction (1 to %d)", reaper.MaxBatchSize))
 		verbose := fs.Bool("v", false, "log each step to stderr")
 		return func(inv *invocation) error { return runReap(inv, grace, *batch, *verbose) }
 	},

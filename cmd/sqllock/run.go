@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sqllock/sqllock/admin"
 	"github.com/sqllock/sqllock/dblock"
 	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/migrations"
@@ -149,26 +151,8 @@ func runLocked(inv *invocation, o runOptions) error {
 	defer signal.Stop(signals)
 
 	lock, err := acquire(ctx, takes, o, lockOpts, signals)
-	if errors.Is(err, dblock.ErrNotAcquired) {
-		// The normal case on every replica but one: cron would mail any
-		// output, every tick, from each of them.
-		if !o.verbose {
-			return &exitCode{code: exitTempFail}
-		}
-		msg := fmt.Sprintf("lock %s is held by another process", o.name)
-		if holder := describeHolder(ctx, locker, o.name); holder != "" {
-			msg += " (" + holder + ")"
-		}
-		if o.wait > 0 {
-			msg += fmt.Sprintf("; waited %v", o.wait)
-		}
-		return &exitCode{code: exitTempFail, msg: msg}
-	}
-	if errors.Is(err, dblock.ErrLimitMismatch) {
-		return &exitCode{code: exitConfig, msg: err.Error()}
-	}
 	if err != nil {
-		return err
+		return notTaken(ctx, db, o, err)
 	}
 	if o.verbose {
 		fmt.Fprintf(inv.stderr, "sqllock: took lock %s (token %d)\n", o.name, lock.Token())
@@ -181,13 +165,7 @@ func runLocked(inv *invocation, o runOptions) error {
 		}
 	}
 
-	cmd := exec.Command(inv.args[0], inv.args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, inv.stdout, inv.stderr
-	cmd.Env = append(os.Environ(), "SQLLOCK_NAME="+o.name, "SQLLOCK_TOKEN="+strconv.FormatInt(lock.Token(), 10))
-	if permit, ok := lock.(*rowlock.Permit); ok {
-		// A permit's token is its slot's: the pair fences.
-		cmd.Env = append(cmd.Env, "SQLLOCK_SLOT="+strconv.Itoa(permit.Slot()))
-	}
+	cmd := userCommand(inv, o, lock)
 	group, err := startGroup(cmd)
 	if err != nil {
 		release()
@@ -201,6 +179,42 @@ func runLocked(inv *invocation, o runOptions) error {
 		code = exitError
 	}
 	return &exitCode{code: code}
+}
+
+// notTaken is run's answer when acquire returned err instead of the lock.
+func notTaken(ctx context.Context, db *sql.DB, o runOptions, err error) error {
+	switch {
+	case errors.Is(err, dblock.ErrNotAcquired):
+		// The normal case on every replica but one: cron would mail any
+		// output, every tick, from each of them.
+		if !o.verbose {
+			return &exitCode{code: exitTempFail}
+		}
+		msg := fmt.Sprintf("lock %s is held by another process", o.name)
+		if holder := describeHolder(ctx, db, o.name); holder != "" {
+			msg += " (" + holder + ")"
+		}
+		if o.wait > 0 {
+			msg += fmt.Sprintf("; waited %v", o.wait)
+		}
+		return &exitCode{code: exitTempFail, msg: msg}
+	case errors.Is(err, dblock.ErrLimitMismatch):
+		return &exitCode{code: exitConfig, msg: err.Error()}
+	}
+	return err
+}
+
+// userCommand is the user's command, told the lock it runs under through its
+// environment.
+func userCommand(inv *invocation, o runOptions, lock dblock.Lock) *exec.Cmd {
+	cmd := exec.Command(inv.args[0], inv.args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, inv.stdout, inv.stderr
+	cmd.Env = append(os.Environ(), "SQLLOCK_NAME="+o.name, "SQLLOCK_TOKEN="+strconv.FormatInt(lock.Token(), 10))
+	if permit, ok := lock.(*rowlock.Permit); ok {
+		// A permit's token is its slot's: the pair fences.
+		cmd.Env = append(cmd.Env, "SQLLOCK_SLOT="+strconv.Itoa(permit.Slot()))
+	}
+	return cmd
 }
 
 // lockOptions checks the run's flags and command, and returns the options
@@ -362,10 +376,15 @@ func startError(name string, err error) error {
 
 // describeHolder says who holds name and for how long, best effort: it is
 // only for the message.
-func describeHolder(ctx context.Context, locker *rowlock.Locker, name string) string {
+func describeHolder(ctx context.Context, db *sql.DB, name string) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	h, ok, err := locker.Held(ctx, name)
+	a, err := admin.New(db)
+	if err != nil {
+		return ""
+	}
+	defer a.Close()
+	h, ok, err := a.Held(ctx, name)
 	if err != nil || !ok {
 		return ""
 	}

@@ -1,20 +1,12 @@
-// Command quickstart runs a job under a distributed lock: copy it to start
-// your own. Give it your database's DSN, in the form its Go driver takes:
-//
-//	go run ./examples/quickstart 'postgres://user:password@host:5432/dbname'
-//	go run ./examples/quickstart 'user:password@tcp(host:3306)/dbname'
-//	go run ./examples/quickstart 'file:locks.db?_pragma=busy_timeout(5000)'
-//
-// The sqllock CLI takes the first two as they are, and mysql:// URLs, which
-// Go's MySQL driver does not; for SQLite it takes sqlite:FILE. Without a
-// DSN the program uses an SQLite file in the temporary directory, which
-// locks the processes of one host only.
+// Command quickstart writes under a lock, one replica at a time. Give it a
+// DSN in the form its driver takes (postgres://user:password@host/dbname,
+// user:password@tcp(host:3306)/dbname); without one it uses an SQLite file,
+// which locks the processes of one host only.
 package main
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,14 +33,13 @@ func main() {
 	}
 }
 
-// driverFor picks the database/sql driver of dsn. Your program knows its
-// database: it calls sql.Open with that one driver.
+// driverFor picks the driver of dsn. Your program knows its database.
 func driverFor(dsn string) string {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return "pgx"
 	case strings.HasPrefix(dsn, "file:"):
-		return "sqlite" // the DSN must set a busy timeout, as above
+		return "sqlite"
 	}
 	return "mysql"
 }
@@ -59,45 +50,43 @@ func run(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer db.Close()
-
-	// Once per deploy (safe to run concurrently on every replica); the
-	// dialect is detected from the driver.
+	// Creates or upgrades the lock tables; safe on every replica at once.
 	if err := migrations.Up(ctx, db); err != nil {
 		return err
 	}
-
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS quickstart_runs (note VARCHAR(100) NOT NULL)"); err != nil {
+		return err
+	}
 	locker, err := rowlock.New(db) // never closes db
 	if err != nil {
 		return err
 	}
 	defer locker.Close()
 
-	// Run the job on one replica at a time: the others wait here.
-	err = dblock.Do(ctx, locker, "jobs/nightly-report", func(ctx context.Context) error {
-		// ctx is canceled if the lock is lost: stop writing then.
-		fmt.Println("the nightly report runs under the lock")
-		return nil
-	}, dblock.TTL(30*time.Second))
+	// Waits while another replica holds the lock; renewed while held.
+	lock, err := locker.Acquire(ctx, "reports/nightly", dblock.TTL(30*time.Second))
 	if err != nil {
 		return err
 	}
+	defer lock.Release(context.WithoutCancel(ctx))
 
-	// Or skip the job while another replica runs it, holding the lock by
-	// hand.
-	lock, err := locker.TryAcquire(ctx, "jobs/cleanup")
-	if errors.Is(err, dblock.ErrNotAcquired) {
-		fmt.Println("the cleanup runs elsewhere")
-		return nil
-	}
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// A context of its own: the job's may have ended by now.
-		releaseCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = lock.Release(releaseCtx)
-	}()
-	fmt.Println("the cleanup runs under the lock, fencing token", lock.Token())
+	defer tx.Rollback()
+	// A holder paused past its lease (a GC pause, a slow host) may have
+	// lost the lock: the check fails with dblock.ErrLockLost, and no one
+	// can take the lock over until tx ends.
+	if err := dblock.CheckHeld(ctx, lock, tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO quickstart_runs (note) VALUES ('nightly report')"); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	fmt.Println("wrote under the lock, fencing token", lock.Token())
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"go/parser"
 	"go/token"
 	"os"
@@ -14,15 +15,37 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 // TestQuickstart runs the program on every database, with the DSN its
-// driver takes (go-sql-driver's user@tcp(host:port)/dbname on MySQL).
+// driver takes (go-sql-driver's user@tcp(host:port)/dbname on MySQL), and
+// checks that each run's fenced write commits.
 func TestQuickstart(t *testing.T) {
 	for _, tg := range testdb.AllTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			if got := driverFor(tg.DSN); got != tg.DriverName {
 				t.Fatalf("driverFor(%q) = %q, want %q", tg.DSN, got, tg.DriverName)
 			}
+			// The program's fenced write commits: one more row each run.
+			count := func() int {
+				db, err := sql.Open(tg.DriverName, tg.DSN)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				var n int
+				if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM quickstart_runs").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			// The first run creates the table.
 			if err := run(t.Context(), tg.DSN); err != nil {
 				t.Fatal(err)
+			}
+			before := count()
+			if err := run(t.Context(), tg.DSN); err != nil {
+				t.Fatal(err)
+			}
+			if after := count(); after != before+1 {
+				t.Errorf("quickstart_runs has %d rows after a run, had %d: the fenced write did not commit", after, before)
 			}
 		})
 	}
@@ -30,7 +53,7 @@ func TestQuickstart(t *testing.T) {
 
 // TestCopyable: a user can copy the program, so it imports nothing of
 // sqllock's internal packages, and the README's Quick start is this
-// program, word for word (so that it compiles).
+// program, word for word (so that it compiles and runs).
 func TestCopyable(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ImportsOnly)
 	if err != nil {
@@ -51,15 +74,12 @@ func TestCopyable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Quick start\n")
+	_, block, ok := strings.Cut(string(readme), "```go\n// Command quickstart ")
 	if !ok {
-		t.Fatal("README.md has no Quick start section")
+		t.Fatal("README.md has no Go block opening with // Command quickstart")
 	}
-	_, block, ok := strings.Cut(section, "```go\n")
-	if ok {
-		block, _, ok = strings.Cut(block, "```\n")
-	}
+	block, _, ok = strings.Cut("// Command quickstart "+block, "```\n")
 	if !ok || block != string(program) {
-		t.Errorf("the first Go block of README.md's Quick start is not examples/quickstart/main.go:\n%s", block)
+		t.Errorf("README.md's quickstart block is not examples/quickstart/main.go:\n%s", block)
 	}
 }

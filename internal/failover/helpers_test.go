@@ -57,9 +57,15 @@ func newUnmarkedRowlock(t testing.TB, db *sql.DB) dblock.Locker {
 	return newRowlock(t, db, rowlock.WithCrashGrace(0))
 }
 
+// testPause is the failover pause of these tests' Lockers (opts may set
+// another): as long as keptTTL, so that a holder believes in its lock as
+// long as its lease (a holder believes for at most the pause) and keeps it
+// across a switchover; takes on a promoted server wait that long.
+const testPause = keptTTL
+
 func newRowlock(t testing.TB, db *sql.DB, opts ...rowlock.Option) dblock.Locker {
 	t.Helper()
-	l, err := rowlock.New(db, opts...)
+	l, err := rowlock.New(db, append([]rowlock.Option{rowlock.WithFailoverPause(testPause)}, opts...)...)
 	if err != nil {
 		t.Fatalf("rowlock.New: %v", err)
 	}
@@ -69,7 +75,7 @@ func newRowlock(t testing.TB, db *sql.DB, opts ...rowlock.Option) dblock.Locker 
 
 func newForupdate(t testing.TB, db *sql.DB) dblock.Locker {
 	t.Helper()
-	l, err := forupdate.New(db)
+	l, err := forupdate.New(db, forupdate.WithFailoverPause(testPause))
 	if err != nil {
 		t.Fatalf("forupdate.New: %v", err)
 	}
@@ -94,19 +100,31 @@ const (
 	lostTTL = time.Second
 )
 
+// keptOutage is the longest switchover (from stopping the primary to the
+// end of the promotion) that a holder of keptTTL must bridge: it believes
+// 0.9·keptTTL after its last renewal, which came up to keptTTL/3 before
+// the stop, and its first retry on the new primary needs a moment (a
+// second is plenty). A switchover is a fraction of a second here; a
+// loaded machine can make it last longer, and the holder then rightly
+// lets its lock go.
+const keptOutage = keptTTL*9/10 - keptTTL/3 - time.Second
+
 // bound is how long any wait of these tests may take before it fails the
 // test: a bound against hangs, not a timing assertion.
 const bound = time.Minute
 
 // takeTokens takes and releases name n times through l, and returns the
 // last token. Every token must be larger than after, and than the one
-// before it.
+// before it. The takes wait (at most bound): after a promotion, for the
+// failover pause.
 func takeTokens(t testing.TB, ctx context.Context, l dblock.Locker, name string, n int, after int64, opts []dblock.Option, sc *staleConns) int64 {
 	t.Helper()
 	for range n {
 		var k dblock.Lock
-		sc.do(t, "TryAcquire", func() (err error) {
-			k, err = l.TryAcquire(ctx, name, opts...)
+		sc.do(t, "Acquire", func() (err error) {
+			waitCtx, cancel := context.WithTimeout(ctx, bound)
+			defer cancel()
+			k, err = l.Acquire(waitCtx, name, opts...)
 			return err
 		})
 		if k.Token() <= after {

@@ -3,11 +3,12 @@
 // nothing in the package's tables, keeps no pooled connection, echoes a
 // bounded message, and panics nowhere; inputs that only look hostile work.
 //
-// Tests alone import it. A package supplies its environment as a Backend
-// (how to make its Locker, which table holds its names, how to snapshot
-// what a call could change) and its constructor as a Kit; ContractCases
-// are the cases every dblock.Locker must pass, and a package appends its
-// own cases, written with the same builders, before calling Run.
+// Tests alone import it. A package supplies its environment as a Backend:
+// how to make its Locker, which table holds its names, how to snapshot
+// what a call could change. It supplies its constructor as a Kit.
+// ContractCases are the cases every dblock.Locker must pass. A package
+// appends its own cases, written with the same builders, before calling
+// Run.
 package hostile
 
 import (
@@ -65,10 +66,10 @@ type Settler interface {
 }
 
 // Quiescer is a Backend whose Lockers finish work in the background after
-// a call returns (forupdate restores MySQL sessions after Release, before
-// their connections go back to the pool): Run lets Quiesce wait for it
-// before each count of the connections in use, the one after Arrange
-// included, and the Locker stays usable.
+// a call returns: forupdate restores MySQL sessions after Release, before
+// their connections go back to the pool. Run lets Quiesce wait for that
+// work before each count of the connections in use, the one after Arrange
+// included. The Locker stays usable.
 type Quiescer interface {
 	Quiesce(e *Env)
 }
@@ -244,6 +245,8 @@ func Run(t *testing.T, targets []testdb.Target, setup func(t *testing.T, tg test
 	}
 }
 
+// runCase injects one case's error and checks every outcome of it. Its
+// complexity (over 15) is one branch per outcome checked.
 func runCase(t *testing.T, tg testdb.Target, backend Backend, c Case) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -83,7 +83,8 @@ func ClassifyError(err error) ErrorClass {
 	var myErr *mysql.MySQLError
 	if errors.As(err, &myErr) {
 		switch myErr.Number {
-		case 1213, 1205, 1062:
+		case 1213, 1205, 1062,
+			3101: // ER_TRANSACTION_ROLLBACK_DURING_COMMIT: Group Replication's failed certification
 			return ClassContention
 		case 3572: // ER_LOCK_NOWAIT (MySQL 8.0)
 			return ClassLockUnavailable

@@ -109,6 +109,7 @@ func TestClassifyError(t *testing.T) {
 		{&pgconn.PgError{Code: "42601"}, lockkit.ClassOther},
 		{&mysql.MySQLError{Number: 1213}, lockkit.ClassContention},
 		{&mysql.MySQLError{Number: 1205}, lockkit.ClassContention},
+		{&mysql.MySQLError{Number: 3101}, lockkit.ClassContention},
 		{&mysql.MySQLError{Number: 3572}, lockkit.ClassLockUnavailable},
 		{&mysql.MySQLError{Number: 1146}, lockkit.ClassMissingTable},
 		{&mysql.MySQLError{Number: 4089}, lockkit.ClassMissingTable},
@@ -135,6 +136,31 @@ func TestClassifyError(t *testing.T) {
 	var myErr *mysql.MySQLError
 	if !errors.Is(err, dblock.ErrReadOnly) || !errors.As(err, &myErr) || errors.Is(err, dblock.ErrNotAcquired) {
 		t.Errorf("read-only: %v, want ErrReadOnly with the driver error, not ErrNotAcquired", err)
+	}
+}
+
+// TestIsTxConflict: the errors that roll a whole transaction back, and
+// not those that end one statement. 3101 comes from Group Replication,
+// which no server here runs, so it is a driver error built by hand.
+func TestIsTxConflict(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{&mysql.MySQLError{Number: 1213}, true},
+		{fmt.Errorf("commit: %w", &mysql.MySQLError{Number: 3101}), true},
+		{&pgconn.PgError{Code: "40001"}, true},
+		{&pgconn.PgError{Code: "40P01"}, true},
+		{&mysql.MySQLError{Number: 1205}, false}, // a lock wait timeout ends the statement only
+		{&mysql.MySQLError{Number: 1062}, false},
+		{&pgconn.PgError{Code: "23505"}, false},
+		{errors.New("driver: bad connection"), false},
+		{nil, false},
+	}
+	for _, c := range cases {
+		if got := lockkit.IsTxConflict(c.err); got != c.want {
+			t.Errorf("IsTxConflict(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package logging is how sqllock's packages log. A Locker takes the
 // application's *slog.Logger (rowlock.WithLogger, forupdate.WithLogger), and
 // everything built on it logs there too: its fair queue, and the leader
-// elections, cron guards and reaper that use the Locker (Of). Given no
+// elections, cron guards and reaper that use the Locker (lockkit.LoggerOf). Given no
 // logger, they log through slog.Default() at Warn and above (Default).
 package logging
 
@@ -24,22 +24,6 @@ const DefaultLevel = slog.LevelWarn
 func Default() *slog.Logger { return defaultLogger }
 
 var defaultLogger = slog.New(defaultHandler{})
-
-// Haver is implemented by Lockers that carry a logger (rowlock's and
-// forupdate's): code handed such a Locker logs where it does.
-type Haver interface {
-	Logger() *slog.Logger
-}
-
-// Of returns the logger of l when it carries one (Haver), else Default().
-func Of(l any) *slog.Logger {
-	if h, ok := l.(Haver); ok {
-		if logger := h.Logger(); logger != nil {
-			return logger
-		}
-	}
-	return Default()
-}
 
 // defaultHandler forwards to slog.Default()'s handler, with the attributes
 // and groups it was given applied in order.

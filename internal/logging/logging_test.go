@@ -9,10 +9,6 @@ import (
 	"github.com/sqllock/sqllock/internal/logging"
 )
 
-type withLogger struct{ l *slog.Logger }
-
-func (w withLogger) Logger() *slog.Logger { return w.l }
-
 // TestDefault checks that the default logger passes Warn and above to the
 // slog.Default() of the moment, with the attributes and groups derived
 // loggers add, and nothing below Warn. Not parallel: it sets slog.Default.
@@ -49,23 +45,5 @@ func TestDefault(t *testing.T) {
 	logging.Default().Warn("dropped")
 	if out.Len() != 0 {
 		t.Errorf("logged %q through a default handler at Error", out.String())
-	}
-}
-
-func TestOf(t *testing.T) {
-	own := slog.New(slog.DiscardHandler)
-	for _, c := range []struct {
-		name   string
-		locker any
-		want   *slog.Logger
-	}{
-		{"carries a logger", withLogger{own}, own},
-		{"carries nil", withLogger{nil}, logging.Default()},
-		{"carries none", struct{}{}, logging.Default()},
-		{"nil", nil, logging.Default()},
-	} {
-		if got := logging.Of(c.locker); got != c.want {
-			t.Errorf("%s: Of = %p, want %p", c.name, got, c.want)
-		}
 	}
 }

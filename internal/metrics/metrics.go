@@ -33,20 +33,22 @@ const (
 	NameWakeup          = "sqllock.locker.wakeup"
 	NameReaperDeleted   = "sqllock.reaper.deleted"
 	NameReaperSweeps    = "sqllock.reaper.sweeps"
+	NameReplication     = "sqllock.locker.replication"
 )
 
 // Attribute keys.
 const (
-	KeyKind        = attribute.Key("sqllock.lock.kind")       // rowlock, forupdate
-	KeyType        = attribute.Key("sqllock.lock.type")       // see the LockType constants
-	KeyMode        = attribute.Key("sqllock.acquire.mode")    // wait, try
-	KeyResult      = attribute.Key("sqllock.acquire.result")  // acquired, not_acquired, error
-	KeyEnd         = attribute.Key("sqllock.lock.end")        // released, lost
-	KeyCause       = attribute.Key("sqllock.lock.lost.cause") // see the Cause constants
-	KeyFair        = attribute.Key("sqllock.lock.fair")       // true, false
-	KeyWakeup      = attribute.Key("sqllock.wakeup.mode")     // notified, polling
-	KeyTable       = attribute.Key("sqllock.reaper.table")    // locks, waiters
-	KeySweepResult = attribute.Key("sqllock.reaper.result")   // swept, skipped, failed
+	KeyKind        = attribute.Key("sqllock.lock.kind")        // rowlock, forupdate
+	KeyType        = attribute.Key("sqllock.lock.type")        // see the LockType constants
+	KeyMode        = attribute.Key("sqllock.acquire.mode")     // wait, try
+	KeyResult      = attribute.Key("sqllock.acquire.result")   // acquired, not_acquired, error
+	KeyEnd         = attribute.Key("sqllock.lock.end")         // released, lost
+	KeyCause       = attribute.Key("sqllock.lock.lost.cause")  // see the Cause constants
+	KeyFair        = attribute.Key("sqllock.lock.fair")        // true, false
+	KeyWakeup      = attribute.Key("sqllock.wakeup.mode")      // notified, polling
+	KeyTable       = attribute.Key("sqllock.reaper.table")     // locks, waiters
+	KeySweepResult = attribute.Key("sqllock.reaper.result")    // swept, skipped, failed
+	KeyReplication = attribute.Key("sqllock.replication.mode") // async, sync
 )
 
 // LockType is what kind of lock a measurement is about, whatever its
@@ -98,23 +100,6 @@ var waitBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 // leadership of hours.
 var holdBuckets = []float64{0.001, 0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 4 * 3600, 24 * 3600}
 
-// Provider is implemented by Lockers that carry a meter provider: code
-// handed such a Locker records through it.
-type Provider interface {
-	MeterProvider() metric.MeterProvider
-}
-
-// Of returns the meter provider of l when it carries one (Provider), else
-// the global one.
-func Of(l any) metric.MeterProvider {
-	if p, ok := l.(Provider); ok {
-		if mp := p.MeterProvider(); mp != nil {
-			return mp
-		}
-	}
-	return otel.GetMeterProvider()
-}
-
 // Default is the meter provider sqllock uses when given none: the global
 // one.
 func Default() metric.MeterProvider { return otel.GetMeterProvider() }
@@ -130,6 +115,7 @@ type Instruments struct {
 	wakeup          metric.Int64UpDownCounter
 	reaperDeleted   metric.Int64Counter
 	reaperSweeps    metric.Int64Counter
+	replication     metric.Int64Counter
 
 	kind attribute.KeyValue
 	typ  attribute.KeyValue // KeyType
@@ -143,7 +129,7 @@ func New(mp metric.MeterProvider, kind string) (*Instruments, error) {
 	}
 	m := mp.Meter(ScopeName)
 	in := &Instruments{kind: KeyKind.String(kind), typ: KeyType.String(string(TypeMutex))}
-	var errs [9]error
+	var errs [10]error
 	in.acquisitions, errs[0] = m.Int64Counter(NameAcquisitions, metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Acquire and TryAcquire calls, by outcome."))
 	in.waitDuration, errs[1] = m.Float64Histogram(NameWaitDuration, metric.WithUnit("s"),
@@ -164,6 +150,9 @@ func New(mp metric.MeterProvider, kind string) (*Instruments, error) {
 		metric.WithDescription("Rows the reaper deleted: lapsed locks and dead waiters."))
 	in.reaperSweeps, errs[8] = m.Int64Counter(NameReaperSweeps, metric.WithUnit("{sweep}"),
 		metric.WithDescription("Reaper sweeps, by outcome."))
+	in.replication, errs[9] = m.Int64Counter(NameReplication, metric.WithUnit("{locker}"),
+		metric.WithDescription("Lockers by the replication of the PostgreSQL primary they first reached: "+
+			"async (no synchronous standby: a failover may lose commits it acknowledged) or sync."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -256,4 +245,24 @@ func (in *Instruments) Sweep(ctx context.Context, result string, locks, waiters 
 	if waiters > 0 {
 		in.reaperDeleted.Add(ctx, int64(waiters), metric.WithAttributes(KeyTable.String("waiters")))
 	}
+}
+
+// ReplicationMode is how a PostgreSQL primary replicates the commits it
+// acknowledges.
+type ReplicationMode string
+
+// Replication modes.
+const (
+	// ReplicationAsync: no synchronous standby. A failover may lose
+	// commits the primary acknowledged.
+	ReplicationAsync ReplicationMode = "async"
+	// ReplicationSync: a commit is acknowledged once a synchronous
+	// standby has it.
+	ReplicationSync ReplicationMode = "sync"
+)
+
+// Replication records, once per Locker, the replication of the
+// PostgreSQL primary it first reached.
+func (in *Instruments) Replication(ctx context.Context, mode ReplicationMode) {
+	in.replication.Add(ctx, 1, metric.WithAttributes(in.kind, KeyReplication.String(string(mode))))
 }

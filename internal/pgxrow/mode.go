@@ -12,10 +12,10 @@ import (
 )
 
 // PooledMode is the pgx query exec mode of sqllock's statements on pgx's
-// driver when a pooler may be in the path: pgx's default, named prepared
+// driver when a pooler may be in the path. pgx's default, named prepared
 // statements cached per connection, fails through a transaction pooler
-// such as PgBouncer 1.18, where a server connection already has a
-// statement of that name prepared by another client (42P05) or lacks one
+// such as PgBouncer 1.18. There a server connection may already have a
+// statement of that name, prepared by another client (42P05), or lack one
 // this client prepared on another (26000). Given as a call's first
 // argument, a mode overrides the DSN's default_query_exec_mode.
 //

@@ -1,18 +1,8 @@
-// Package queue keeps the FIFO of fair waiters in the dblock_waiters table
-// (created by package migrations).
-//
-// A waiter enqueues by inserting a row; the auto-increment id orders the
-// queue. A waiter proves it is alive with a heartbeat judged by the database
-// clock (expires_at, pushed forward every TTL/3); a waiter whose process or
-// connection died stops heartbeating, lapses after one TTL, and is passed
-// over: the head of the queue is the oldest waiter whose row has not lapsed.
-// One Queue heartbeats all its waiters with one statement, so the load on
-// the database does not grow with the number of waiters in a process.
-//
-// rowlock decides who may take a lock from the queue (a lock with live
-// waiters goes only to the oldest of them, however its other contenders
-// asked); this package only keeps the queue. It is internal because it is
-// how rowlock implements dblock.Fair: users see the queue through rowlock
-// (Locker.Waiters, WithWaiterTTL), and the reaper deletes dead waiters
-// through rowlock too (Locker.DeleteDeadWaiters).
+// Package queue implements the waiter table behind dblock.Fair (package
+// queue, at the module's top, is its public face; its doc says the FIFO
+// rule). Besides what users see, it gives rowlock the engine's parts:
+// EnqueueAs (the waiter's lock type, for the metric), Rekey (a waiter's
+// new session marker), Blocker (the oldest older waiter, whose session
+// the watcher watches) and Shorten (passing over a waiter whose session
+// has ended).
 package queue

@@ -36,21 +36,27 @@ const MinWaiterTTL = 100 * time.Millisecond
 // Option configures a Queue.
 type Option func(*Queue)
 
+// WithDialect sets the SQL dialect. Default: detected from db's driver, as
+// rowlock.New does.
+func WithDialect(d dblock.Dialect) Option { return func(q *Queue) { q.dialect = d } }
+
 // WithWaiterTTL sets how long a waiter without heartbeat stays in the
 // queue. Default DefaultWaiterTTL, at least MinWaiterTTL.
 func WithWaiterTTL(d time.Duration) Option { return func(q *Queue) { q.ttl = d } }
 
-// WithLogger sets where heartbeat failures are logged. Default:
-// logging.Default(); rowlock passes its Locker's logger.
+// WithLogger sets where heartbeat failures are logged. Default: records at
+// Warn and above go to slog.Default(); rowlock passes its Locker's logger.
 func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
 
 // WithMeterProvider sets where the queue's metrics go: the fair waiters of
 // this Queue (sqllock.lock.waiters with sqllock.lock.fair=true). Default:
-// metrics.Default(); rowlock should pass its Locker's.
+// the global OpenTelemetry meter provider; rowlock passes its Locker's.
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(q *Queue) { q.meters = mp } }
 
-// Queue enqueues waiters and heartbeats them. Safe for concurrent use.
+// Queue is the waiter table of one database: it enqueues waiters and
+// heartbeats them, and lists and deletes them. Safe for concurrent use.
 type Queue struct {
+	dialect dblock.Dialect
 	store   store
 	ttl     time.Duration
 	log     *slog.Logger
@@ -79,9 +85,11 @@ type Ticket struct {
 	left bool // set by Leave; a heartbeat must not queue it again
 }
 
-// Waiter is one entry of List.
+// Waiter is a live waiter, as Waiters and AllWaiters list it.
 type Waiter struct {
-	Position  int // 1 is the head
+	// Position is the waiter's place in its name's queue; 1 is the head.
+	Position int
+	// ID is the waiter's row id; ids order the queue.
 	ID        int64
 	Name      string
 	OwnerHost string
@@ -90,11 +98,25 @@ type Waiter struct {
 	ExpiresIn time.Duration // until its heartbeat lapses
 }
 
-// New returns a Queue on db. It does no I/O.
-func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
+// New returns a Queue on db, whose tables must have been created with
+// migrations.Up. It does no I/O and never closes db. Errors:
+// dblock.ErrInvalidDB, dblock.ErrUnknownDialect, dblock.ErrInvalidOption.
+func New(db *sql.DB, opts ...Option) (*Queue, error) {
 	if db == nil {
 		return nil, fmt.Errorf("queue: %w: nil *sql.DB", dblock.ErrInvalidDB)
 	}
+	q := &Queue{ttl: DefaultWaiterTTL, log: logging.Default(), meters: metrics.Default(), tickets: map[*Ticket]struct{}{}}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
+		}
+		opt(q)
+	}
+	d, err := lockkit.ResolveDialect(db, q.dialect)
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	q.dialect = d
 	var s store
 	switch d {
 	case dblock.Postgres:
@@ -107,13 +129,7 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 	default:
 		return nil, fmt.Errorf("queue: %w: %q", dblock.ErrUnknownDialect, d)
 	}
-	q := &Queue{store: s, ttl: DefaultWaiterTTL, log: logging.Default(), meters: metrics.Default(), tickets: map[*Ticket]struct{}{}}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "Option", Reason: "nil option"})
-		}
-		opt(q)
-	}
+	q.store = s
 	switch {
 	case q.ttl < MinWaiterTTL:
 		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithWaiterTTL", Reason: "must be at least " + MinWaiterTTL.String()})
@@ -122,7 +138,6 @@ func New(db *sql.DB, d dblock.Dialect, opts ...Option) (*Queue, error) {
 	case q.meters == nil:
 		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: "nil MeterProvider"})
 	}
-	var err error
 	if q.metrics, err = metrics.New(q.meters, "rowlock"); err != nil {
 		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "WithMeterProvider", Reason: err.Error()})
 	}
@@ -348,68 +363,4 @@ func (q *Queue) Blocker(ctx context.Context, name string, id int64) (blockerID, 
 // marker.
 func (q *Queue) Shorten(ctx context.Context, id, key int64, grace time.Duration) (ok bool, err error) {
 	return q.store.shorten(ctx, id, key, grace)
-}
-
-// List returns name's live waiters in queue order.
-func (q *Queue) List(ctx context.Context, name string) ([]Waiter, error) {
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return nil, fmt.Errorf("queue: %w", err)
-	}
-	if err := lockinput.ValidateName(name); err != nil {
-		return nil, err
-	}
-	ws, err := q.store.list(ctx, name)
-	if err != nil {
-		return nil, lockkit.WrapDBError("queue: list", err)
-	}
-	return ws, nil
-}
-
-// ListAll returns the live waiters of every name, ordered by name and then
-// queue order, at most limit (at least 1) of them. Position counts within
-// each name's queue.
-func (q *Queue) ListAll(ctx context.Context, limit int) ([]Waiter, error) {
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return nil, fmt.Errorf("queue: %w", err)
-	}
-	if limit < 1 {
-		return nil, fmt.Errorf("queue: %w", &dblock.OptionError{Option: "limit", Reason: "must be at least 1"})
-	}
-	ws, err := q.store.listAll(ctx, limit)
-	if err != nil {
-		return nil, lockkit.WrapDBError("queue: list", err)
-	}
-	return ws, nil
-}
-
-// CountDead counts the waiters whose heartbeat has lapsed, by the database
-// clock: what DeleteDead with no grace would delete.
-func (q *Queue) CountDead(ctx context.Context) (int, error) {
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return 0, fmt.Errorf("queue: %w", err)
-	}
-	n, err := q.store.countDead(ctx)
-	if err != nil {
-		return 0, lockkit.WrapDBError("queue: count dead waiters", err)
-	}
-	return n, nil
-}
-
-// DeleteDead deletes at most limit waiters whose heartbeat lapsed more than
-// grace ago by the database clock, oldest first, and says how many. A
-// waiter heartbeating at that moment is kept. The caller validates grace
-// and limit. Contention is retried a few times.
-func (q *Queue) DeleteDead(ctx context.Context, grace time.Duration, limit int) (int, error) {
-	if err := lockinput.CheckContext(ctx); err != nil {
-		return 0, fmt.Errorf("queue: %w", err)
-	}
-	var n int
-	err := lockkit.RetryContention(ctx, func() (err error) {
-		n, err = q.store.deleteDead(ctx, grace, limit)
-		return err
-	})
-	if err != nil {
-		return 0, lockkit.WrapDBError("queue: delete dead waiters", err)
-	}
-	return n, nil
 }

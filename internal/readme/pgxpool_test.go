@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
@@ -45,8 +46,8 @@ func TestPgxpool(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = locker.Close() })
-			if locker.Dialect() != dblock.Postgres {
-				t.Fatalf("dialect %q over OpenDBFromPool", locker.Dialect())
+			if d, err := lockkit.DetectDialect(db); err != nil || d != dblock.Postgres {
+				t.Fatalf("dialect %q, %v over OpenDBFromPool", d, err)
 			}
 			return pool, locker
 		}

@@ -37,10 +37,10 @@ func modesFor(tg Target) []execMode {
 	return out
 }
 
-// BenchExecModes runs op once in each of pgx's exec modes that work on tg,
-// and in the one sqllock picks ("sqllock"), per b.Loop iteration, in
-// rotating order so that none always goes first, and reports each one's
-// time as a "<mode>-ns/op" metric; the default ns/op is their sum and
+// BenchExecModes runs op once per b.Loop iteration in each of pgx's exec
+// modes that work on tg, and in the one sqllock picks ("sqllock"). The
+// order rotates so that none always goes first. Each mode's time is
+// reported as a "<mode>-ns/op" metric; the default ns/op is their sum and
 // means nothing on its own. It sets pgxrow.ForcedMode around each op, so
 // no other statement of sqllock may run meanwhile, and restores it. It
 // warms op up first: each mode prepares or describes a statement on its

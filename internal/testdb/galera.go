@@ -44,13 +44,27 @@ const galeraPoll = 200 * time.Millisecond
 // The DBs are not migrated: sqllock's migrations on a cluster are part of
 // what the cluster tests test.
 //
+// One test at a time has the cluster, across the test binaries that `go
+// test ./...` runs at once: a test that kills or cuts off a node would
+// break another's. Galera waits (bounded) for a file lock, released when
+// the test ends; call it once per test.
+//
 // Before returning, it waits (bounded) until every node is Synced, ready
 // and in a Primary component as large as the number of DSNs, so that a
 // previous test's rejoin may still be settling. It fails the test, never
 // skips, when a node cannot be reached or the cluster does not come whole,
 // and says how to start it.
+//
+// A run that leaves mysql out (SQLLOCK_TEST_DIALECTS) leaves the cluster
+// out too: a Galera test returns at once when LeftOut(t, "mysql") says so,
+// before it calls Galera, which fails the test otherwise.
 func Galera(t testing.TB) []Target {
 	t.Helper()
+	if chosen, err := chosenDialects(); err != nil || !chosen["mysql"] {
+		t.Fatalf("testdb: Galera on a run that leaves mysql out (%s=%s): return when LeftOut(t, \"mysql\") says so",
+			dialectsEnv, os.Getenv(dialectsEnv))
+	}
+	lockGalera(t)
 	targets := openGalera(t)
 	if err := waitGalera(t.Context(), targets, synced(len(targets))); err != nil {
 		t.Fatalf("testdb: Galera cluster not whole: %v\n\tto fix: %s", err, galeraHowTo)

@@ -13,6 +13,9 @@ import (
 // cluster, and a row committed on node 1 is read on node 3 by a session
 // with wsrep_sync_wait=1.
 func TestGaleraReplicates(t *testing.T) {
+	if testdb.LeftOut(t, "mysql") {
+		return
+	}
 	ctx := t.Context()
 	targets := testdb.Galera(t)
 	if len(targets) != 3 {
@@ -53,6 +56,9 @@ func TestGaleraReplicates(t *testing.T) {
 // with 1047 while the other two go on as a cluster of 2; once rejoined,
 // the cluster is 3 again and the node has what was committed without it.
 func TestGaleraIsolateRejoin(t *testing.T) {
+	if testdb.LeftOut(t, "mysql") {
+		return
+	}
 	ctx := t.Context()
 	targets := testdb.Galera(t)
 	node1, schema := testdb.Isolated(t, targets[0], "galera", nil)

@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/migrations"
 )
 
 // Isolated returns tg on a schema (PostgreSQL) or database (MySQL) of its
@@ -91,4 +92,16 @@ func dsnFor(t testing.TB, tg Target, name string, params map[string]string) stri
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// Migrated is Isolated (without params) with sqllock's tables created by
+// migrations.Up: a schema of the test's own for tests that change or
+// inspect whole tables.
+func Migrated(t testing.TB, tg Target, prefix string) Target {
+	t.Helper()
+	own, _ := Isolated(t, tg, prefix, nil)
+	if err := migrations.Up(t.Context(), own.DB); err != nil {
+		t.Fatalf("testdb: migrations.Up on %s: %v", prefix, err)
+	}
+	return own
 }

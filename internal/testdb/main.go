@@ -12,11 +12,13 @@ import (
 // Main runs a test binary's tests, closes the harness's shared pools, and
 // then fails the binary if any goroutine is left running. Closing the
 // pools first ends what they keep on purpose, for the whole binary:
-// database/sql's connection opener, go-sql-driver's watcher of each open
-// connection, and the background reader pgx starts on a connection whose
-// write was slow (a loaded machine) and parks until the server next
-// speaks; and Main waits for the pgx connections still closing after a
-// query was canceled (pgxConns). So nothing of theirs needs ignoring, and
+//   - database/sql's connection opener;
+//   - go-sql-driver's watcher of each open connection;
+//   - the background reader pgx starts on a connection whose write was
+//     slow (a loaded machine), parked until the server next speaks.
+//
+// Main also waits for the pgx connections still closing after a query was
+// canceled (pgxConns). So nothing of theirs needs ignoring, and
 // a goroutine left behind is the code's. extra adds what a package knows
 // it may leave. A child process (IsChild) runs its test without the
 // check: the parent judges it.

@@ -20,10 +20,10 @@ const closeWait = 20 * time.Second
 
 // pgxConns are the connections made by the harness's pools on pgx, so that
 // closing a pool can wait until each has really closed. database/sql
-// cannot: when a query's context ends mid-flight, pgx returns at once and
+// cannot. When a query's context ends mid-flight, pgx returns at once and
 // closes the connection in a goroutine of its own (pgconn's asyncClose: a
 // CancelRequest on a second connection, then Terminate, then reading until
-// the server hangs up), and the driver's Close of a connection so closed
+// the server hangs up). The driver's Close of a connection so closed
 // returns at once. Tests cancel queries on purpose (a Leader stopped while
 // it campaigns, a Release that cuts a renewal short), and without this wait
 // the last of those goroutines could still be running when the leak check

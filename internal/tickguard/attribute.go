@@ -8,9 +8,9 @@ import "time"
 const lastHold = 24 * time.Hour
 
 // Attribute returns the activation of a schedule nearest to fired (tick),
-// and the end of that activation's window: halfway to the activation after
-// it. next is the schedule's Next: the first activation strictly after its
-// argument, or the zero time when there is none. ok is false when the
+// and the end of that activation's window, halfway to the activation after
+// it. next is the schedule's Next. It returns the first activation
+// strictly after its argument, or the zero time when there is none. ok is false when the
 // schedule has no activation at all around fired.
 //
 // Every replica that fires within half a gap of an activation attributes

@@ -6,14 +6,16 @@
 // a job behaves the same under either scheduler.
 //
 // Each job has one lock, named after the job, so a guard leaves one row per
-// job in the lock table, with or without the reaper. A run attributes its
-// fire to the nearest activation of the job's schedule (Attribute) and
-// holds the lock at least until halfway to the next activation: a replica
-// firing the same activation late (or, its clock ahead, early) by less
-// than half the gap finds the lock held and skips, and the replicas firing
-// the next activation find it free. A run still going when the next
-// activation fires keeps the lock, so that activation is skipped: runs of
-// one job never overlap across replicas.
+// job in the lock table, with or without the reaper.
+//
+// Safety rule (docs/design.md, "Cron guards: one run per activation"): a
+// run attributes its fire to the nearest activation of the job's schedule
+// (Attribute). It holds the lock at least until halfway to the next
+// activation. So a replica firing the same activation late (or, its clock
+// ahead, early) by less than half the gap finds the lock held and skips.
+// The replicas firing the next activation find it free. A run still going
+// when the next activation fires keeps the lock, so that activation is
+// skipped: runs of one job never overlap across replicas.
 //
 // A lock per activation (name@tick) would let runs overlap and would
 // tolerate more spread between replicas, but leaves a row per activation
@@ -47,22 +49,44 @@ const probeHold = time.Second
 // different locks.
 const digestLength = 16
 
-// Config is a guard's settings; the adapters' options set it. MinHoldSet
-// false means "the default": hold until halfway to the next activation.
+// Config is a guard's settings; the adapters' options set it.
 type Config struct {
-	MinHold    time.Duration
-	MinHoldSet bool
-	TTL        time.Duration
-	Wait       time.Duration
+	// Lock are the options of every acquisition of a job's lock
+	// (WithLockOptions): dblock.TTL, and dblock.MinHold, which when absent
+	// means "the default": hold until halfway to the next activation.
+	Lock []dblock.Option
+	Wait time.Duration
 }
 
 // DefaultConfig is the configuration before any option.
-func DefaultConfig() Config { return Config{TTL: dblock.DefaultTTL} }
+func DefaultConfig() Config { return Config{} }
 
 // Guard takes the lock of each run of a job.
 type Guard struct {
 	l   dblock.Locker
 	cfg Config
+	// lock are cfg.Lock resolved; minHoldSet tells whether they set
+	// MinHold.
+	lock       dblock.Options
+	minHoldSet bool
+}
+
+// unsetHold marks MinHold as not set by the options: no option sets a
+// negative one that ResolveOptions accepts.
+const unsetHold = -1
+
+// resolveLock resolves opts and tells whether they set MinHold. Errors
+// wrap dblock.ErrInvalidOption.
+func resolveLock(opts []dblock.Option) (_ dblock.Options, minHoldSet bool, err error) {
+	o, err := lockinput.ResolveOptions(opts...)
+	if err != nil {
+		return dblock.Options{}, false, err
+	}
+	probe := dblock.Options{MinHold: unsetHold}
+	for _, opt := range opts {
+		opt(&probe)
+	}
+	return o, probe.MinHold != unsetHold, nil
 }
 
 // New checks cfg and l, once, so that a configuration that would fail every
@@ -76,33 +100,37 @@ func New(l dblock.Locker, cfg Config) (*Guard, error) {
 		return nil, &dblock.OptionError{Option: "Locker", Reason: "nil"}
 	case cfg.Wait < 0:
 		return nil, &dblock.OptionError{Option: "WithWait", Reason: "must not be negative"}
-	case cfg.MinHold < 0:
-		return nil, &dblock.OptionError{Option: "WithMinHold", Reason: "must not be negative"}
 	}
-	hold := cfg.MinHold
-	if !cfg.MinHoldSet {
-		hold = probeHold
-	}
-	lockOpts := []dblock.Option{dblock.TTL(cfg.TTL), dblock.MinHold(hold)}
 	// Checked before the Locker is asked: a TTL out of range is the
 	// option's fault, whatever the Locker.
-	if _, err := lockinput.ResolveOptions(lockOpts...); err != nil {
+	o, minHoldSet, err := resolveLock(cfg.Lock)
+	if err != nil {
 		return nil, err
 	}
-	if err := lockkit.CheckOptions(l, lockOpts...); err != nil {
+	g := &Guard{l: l, cfg: cfg, lock: o, minHoldSet: minHoldSet}
+	hold := o.MinHold
+	if !minHoldSet {
+		hold = probeHold
+	}
+	if err := lockkit.CheckOptions(l, g.options(hold)...); err != nil {
 		return nil, err
 	}
-	return &Guard{l: l, cfg: cfg}, nil
+	return g, nil
+}
+
+// options are the options of an acquisition held at least hold.
+func (g *Guard) options(hold time.Duration) []dblock.Option {
+	return append(append([]dblock.Option(nil), g.cfg.Lock...), dblock.MinHold(hold))
 }
 
 // Hold is how long a run's lock stays taken at least, from its
-// acquisition: WithMinHold's value when set, else until windowEnd, the
+// acquisition: dblock.MinHold's value when set, else until windowEnd, the
 // end of the activation's window (Attribute), as judged at fired. Measured
 // from fired rather than from the acquisition, which comes later, the
 // hold ends a little after windowEnd, never before.
 func (g *Guard) Hold(fired, windowEnd time.Time) time.Duration {
-	if g.cfg.MinHoldSet {
-		return g.cfg.MinHold
+	if g.minHoldSet {
+		return g.lock.MinHold
 	}
 	return max(windowEnd.Sub(fired), 0)
 }
@@ -150,7 +178,7 @@ func shortCut(s string, n int) int {
 // once (TryAcquire), or waiting up to Wait. dblock.ErrNotAcquired means
 // another replica has the run.
 func (g *Guard) Acquire(ctx context.Context, name string, hold time.Duration) (dblock.Lock, error) {
-	opts := []dblock.Option{dblock.TTL(g.cfg.TTL), dblock.MinHold(hold)}
+	opts := g.options(hold)
 	if g.cfg.Wait == 0 {
 		return g.l.TryAcquire(ctx, name, opts...)
 	}

@@ -456,3 +456,22 @@ func TestServerSaysBug(t *testing.T) {
 		}
 	}
 }
+
+func TestFailureLines(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"passed", []string{"=== RUN   TestTortureWorker", "worker done 3", "--- PASS: TestTortureWorker (1.00s)"}, ""},
+		{"error", []string{"worker done 3", "    worker_test.go:64: worker leaked goroutines: found 1", "--- FAIL: TestTortureWorker (1.00s)"},
+			"\n\tworker_test.go:64: worker leaked goroutines: found 1\n\t--- FAIL: TestTortureWorker (1.00s)"},
+		{"panic", []string{"panic: boom", "goroutine 1 [running]:"}, "\n\tpanic: boom"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := failureLines(c.lines); got != c.want {
+				t.Errorf("failureLines = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +40,13 @@ func startWorker(t *testing.T, slot int, offset time.Duration, ledger, log strin
 	t.Helper()
 	stderr, err := os.Create(log)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The ledger exists before the worker does: one SIGKILLed before it
+	// opened its ledger (a slow start on a loaded machine) held nothing,
+	// and its empty ledger says so. Made by the worker, it was missing,
+	// and the run failed reading it.
+	if err := os.WriteFile(ledger, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTortureWorker$", "-test.count=1", "-test.v",
@@ -122,7 +130,10 @@ func (p *process) verify() (holds int, errs []error) {
 		errs = append(errs, fmt.Errorf("worker pid %d (slot %d, offset %v): %s", p.pid, p.slot, p.offset, fmt.Sprintf(format, args...)))
 	}
 	if p.waitErr != nil {
-		fail("exited with %v", p.waitErr)
+		// The worker's own failure lines go into the error: the full
+		// output is logged too, but after every worker's, and a CI log
+		// cut short loses it (CI once showed only "exit status 1").
+		fail("exited with %v%s", p.waitErr, failureLines(p.lines))
 	}
 	up, done := false, false
 	for _, line := range p.lines {
@@ -190,4 +201,40 @@ func (p *process) output() string {
 	}
 	return fmt.Sprintf("--- worker pid %d (slot %d, offset %v, killed %v) stdout:\n%s\n--- stderr (%s):\n%s",
 		p.pid, p.slot, p.offset, p.wasKilled(), lines, p.log, stderr)
+}
+
+// failureLines are the lines of a worker's output that say why its test
+// failed (the test's own errors, FAIL and panic lines), at most a few,
+// each on a line of its own.
+func failureLines(lines []string) string {
+	const most = 10
+	var b strings.Builder
+	n := 0
+	for _, line := range lines {
+		t := strings.TrimSpace(line)
+		if !strings.Contains(t, "_test.go:") && !strings.HasPrefix(t, "--- FAIL") && !strings.HasPrefix(t, "panic:") {
+			continue
+		}
+		if n++; n > most {
+			b.WriteString("\n\t...")
+			break
+		}
+		b.WriteString("\n\t" + t)
+	}
+	return b.String()
+}
+
+// TestWorkerKilledAtStart: a worker SIGKILLed the moment it starts, before
+// it could open its ledger, leaves an empty ledger, which reads as no
+// holds, not as a failed run.
+func TestWorkerKilledAtStart(t *testing.T) {
+	dir := t.TempDir()
+	p := startWorker(t, 0, 0, filepath.Join(dir, "worker-1.jsonl"), filepath.Join(dir, "worker-1.log"), time.Minute, nil)
+	if !p.kill() {
+		t.Fatal("the worker ended before its SIGKILL: the test killed nothing")
+	}
+	recs, err := readLedger(p.ledger, true)
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("ledger of a worker killed at start: %d records, %v; want none and no error", len(recs), err)
+	}
 }

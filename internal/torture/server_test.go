@@ -21,8 +21,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dblock"
+	"github.com/sqllock/sqllock/internal/lockinput"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/rowlock"
 )
 
 // server is what the suite does to the database server itself, besides
@@ -134,9 +134,9 @@ func withParam(dsn, key, value string) string {
 // pgMarkerSessions selects the workers' sessions, and tells those that
 // hold the session marker of a lock held now: a row of one of the run's
 // names, or one a lock kind derives from it (a semaphore's slot, a
-// read/write lock's reader or writer: the name, rowlock.KindSeparator and
+// read/write lock's reader or writer: the name, lockinput.KindSeparator and
 // a suffix). $1: the run's names; $2: workerApp; $3:
-// rowlock.KindSeparator.
+// lockinput.KindSeparator.
 const pgMarkerSessions = `
 WITH markers AS (
     SELECT DISTINCT l.pid
@@ -171,7 +171,7 @@ func (s *server) killSessions() (killed, markers int) {
 	defer cancel()
 	var sessions []workerSession
 	if s.tg.Dialect == dblock.Postgres {
-		rows, err := s.tg.DB.QueryContext(ctx, pgMarkerSessions, s.names, workerApp, rowlock.KindSeparator)
+		rows, err := s.tg.DB.QueryContext(ctx, pgMarkerSessions, s.names, workerApp, lockinput.KindSeparator)
 		if err != nil {
 			t.Fatalf("finding sessions to kill: %v", err)
 		}
@@ -208,7 +208,7 @@ func (s *server) myWorkerSessions(ctx context.Context) []workerSession {
 	t := s.t
 	// The rows of the run's names and those the lock kinds derive from
 	// them, as pgMarkerSessions.
-	args := []any{rowlock.KindSeparator}
+	args := []any{lockinput.KindSeparator}
 	for _, n := range s.names {
 		args = append(args, n)
 	}

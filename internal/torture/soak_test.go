@@ -36,7 +36,7 @@ var soakFaultGap = durationRange{time.Second, 3 * time.Second}
 //	go test ./internal/torture -run TestSoak -soak 10m -timeout 0 -v
 func TestSoak(t *testing.T) {
 	if *soakFor <= 0 {
-		t.Log("TestSoak ran nothing and proves nothing: give -soak DURATION (see docs/testing.md, Torture and soak)")
+		t.Log("TestSoak ran nothing and proves nothing: give -soak DURATION (see CONTRIBUTING.md, Torture and soak)")
 		return
 	}
 	targets := testdb.Targets(t)

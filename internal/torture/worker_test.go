@@ -24,6 +24,7 @@ import (
 	"github.com/sqllock/sqllock/internal/clock"
 	"github.com/sqllock/sqllock/internal/lockkit"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/tuning"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -90,7 +91,7 @@ func TestTortureWorker(t *testing.T) {
 	w := &holder{dialect: dialect, clockDB: clockDB, led: led, pid: os.Getpid(), profile: profile}
 	rlOpts := []rowlock.Option{
 		rowlock.WithWaiterTTL(tortureTTL),
-		rowlock.WithPollInterval(5*time.Millisecond, 200*time.Millisecond),
+		tuning.PollInterval(5*time.Millisecond, 200*time.Millisecond).(rowlock.Option),
 		rowlock.WithLogger(slog.New(&eventHandler{w: w, next: slog.NewTextHandler(os.Stderr, nil)})),
 	}
 	if dsn := os.Getenv(envSessionDSN); dsn != "" {
@@ -229,9 +230,9 @@ type holder struct {
 	clockDB *sql.DB
 	led     *ledger
 	rl      *rowlock.Locker
-	sem     *rowlock.Semaphore // of semLimit permits
+	sem     dblock.Semaphore // of semLimit permits
 	fl      *forupdate.Locker
-	fsem    *forupdate.Semaphore // of semLimit permits
+	fsem    dblock.Semaphore // of semLimit permits
 	// multiNames are the run's names of kind multi, which acquire draws
 	// sets from.
 	multiNames []string

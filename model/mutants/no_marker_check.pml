@@ -1,7 +1,7 @@
 /*
  * Mutant (crash detection): a contender shortens a marked holder's lease
  * to now + G without waiting for the marker to go (watcher.run calling
- * shortenAll without store.awaitMarkerGone). A live holder's lease is cut
+ * shortenAll without WatchStore.AwaitMarkerGone). A live holder's lease is cut
  * under it.
  * Caught by: EXCL.
  */

@@ -1,0 +1,13 @@
+-- Version 5: a column that fenced transactions write on a Galera cluster.
+--
+-- On a Galera node (MariaDB Galera, Percona XtraDB Cluster) row locks are
+-- each node's own: a fenced transaction's LOCK IN SHARE MODE on node 1
+-- does not stop a takeover on node 2. Writes are certified at commit
+-- instead: of two transactions on two nodes that write one row, the one
+-- that commits second fails with error 1213. So on a Galera node
+-- rowlock's CheckHeld raises fence_writes on the holder's row, which
+-- really changes it (an UPDATE that changes nothing is no write there),
+-- and a fenced transaction and a takeover of the same lock can no longer
+-- both commit. On a single server CheckHeld only reads, and the column
+-- stays 0.
+ALTER TABLE dblock_locks ADD COLUMN fence_writes BIGINT NOT NULL DEFAULT 0;

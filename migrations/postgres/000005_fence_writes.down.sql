@@ -1,0 +1,1 @@
+ALTER TABLE dblock_locks DROP COLUMN IF EXISTS fence_writes;
