@@ -95,7 +95,9 @@ func (q *Queue) TTL() time.Duration { return q.q.TTL() }
 // dblock.Fair does before it waits; a lock gives way to the head of its
 // queue only if it is rowlock's. key is the waiter's session marker, 0
 // for none. Contention is retried until ctx ends; then the error wraps
-// ctx.Err().
+// ctx.Err(). If ctx ends while the row is being inserted, Enqueue waits
+// for the insert to finish (a few seconds at most) and deletes the row, so
+// that no waiter stays queued that nobody will leave.
 func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner, key int64) (*Ticket, error) {
 	t, err := q.q.Enqueue(ctx, name, owner, key)
 	if err != nil {

@@ -33,6 +33,10 @@ const DefaultWaiterTTL = 10 * time.Second
 // MinWaiterTTL is the shortest waiter TTL accepted.
 const MinWaiterTTL = 100 * time.Millisecond
 
+// settleTimeout bounds a statement that must run to its end although the
+// caller's ctx has ended: an enqueue whose outcome must be known, a leave.
+const settleTimeout = 5 * time.Second
+
 // Option configures a Queue.
 type Option func(*Queue)
 
@@ -150,7 +154,9 @@ func (q *Queue) TTL() time.Duration { return q.ttl }
 // Enqueue puts a waiter for name at the tail of the queue and keeps it alive
 // until Leave. key is the waiter's session marker (0 for none): once no
 // session holds it, others may pass the waiter over (Shorten). Contention
-// is retried until ctx ends; then the error wraps ctx.Err().
+// is retried until ctx ends; then the error wraps ctx.Err(). If ctx ends
+// while the insert runs, Enqueue waits for it (at most settleTimeout) and
+// deletes the row, so that no waiter is left queued that nobody leaves.
 func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner, key int64) (*Ticket, error) {
 	return q.EnqueueAs(ctx, name, owner, key, metrics.TypeMutex)
 }
@@ -165,11 +171,25 @@ func (q *Queue) EnqueueAs(ctx context.Context, name string, owner dblock.Owner, 
 		return nil, err
 	}
 	t := &Ticket{q: q, name: name, owner: owner, key: key, metrics: q.metrics.As(typ)}
+	// The insert does not end with ctx: once sent, its outcome must be
+	// known. A cancel that cut its reply off would leave a row that nobody
+	// leaves or heartbeats, whose session marker is live: every later
+	// waiter would stand behind it for a whole TTL. So it runs detached,
+	// bounded by settleTimeout, and its row is deleted if ctx ended
+	// meanwhile (TestEnqueueCanceledInFlight).
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
 	var id int64
 	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
-		id, err = q.store.insert(ctx, name, owner, q.ttl, key)
+		id, err = q.store.insert(ictx, name, owner, q.ttl, key)
 		return err
 	})
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+		if lerr := q.store.leave(ictx, id); lerr != nil {
+			err = fmt.Errorf("%w (and deleting the waiter it queued failed, so it lapses after a TTL: %v)", err, lerr)
+		}
+	}
 	if err != nil {
 		return nil, lockkit.WrapDBError("queue: enqueue", err)
 	}
@@ -225,7 +245,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	t.metrics.Waiting(ctx, true, -1)
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 	}
 	// Deadlocks and lock waits with concurrent tries (MySQL's locking reads
