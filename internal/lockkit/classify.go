@@ -71,6 +71,11 @@ func ClassifyError(err error) ErrorClass {
 			"57P02", // crash_shutdown: another backend crashed
 			"57P03", // cannot_connect_now: starting up, shutting down, in recovery
 			"57P05", // idle_session_timeout: the server ended an idle session
+			// idle_in_transaction_session_timeout: the server ended a
+			// session idle in its transaction, as forupdate asks it to
+			// when a lock's holder goes quiet for its TTL (a process
+			// paused mid-acquisition meets it too). A new one may succeed.
+			"25P03",
 			"53300": // too_many_connections
 			return ClassUnavailable
 		default:

@@ -45,6 +45,7 @@ func TestClassifyUnavailable(t *testing.T) {
 		{"pgx crash shutdown 57P02", &pgconn.PgError{Code: "57P02"}, true},
 		{"pgx starting up 57P03", &pgconn.PgError{Code: "57P03"}, true},
 		{"pgx idle session timeout 57P05", &pgconn.PgError{Code: "57P05"}, true},
+		{"pgx idle in transaction timeout 25P03", &pgconn.PgError{Code: "25P03"}, true},
 		{"pgx too many connections 53300", &pgconn.PgError{Code: "53300"}, true},
 		{"lib/pq admin shutdown 57P01", &pq.Error{Code: "57P01"}, true},
 		{"lib/pq connection failure 08006", fmt.Errorf("wrapped: %w", &pq.Error{Code: "08006"}), true},

@@ -442,6 +442,9 @@ func TestServerSaysBug(t *testing.T) {
 		{"PostgreSQL admin shutdown", wrap(&pgconn.PgError{Code: "57P01"}), false},
 		{"PostgreSQL starting up", wrap(&pgconn.PgError{Code: "57P03"}), false},
 		{"PostgreSQL connection failure", wrap(&pgconn.PgError{Code: "08006"}), false},
+		// The acquisition's transaction ended by the server while idle
+		// for the lock's TTL, with no stall of the process to explain it.
+		{"PostgreSQL idle-in-transaction timeout", wrap(&pgconn.PgError{Code: "25P03"}), true},
 		// The read-only switch: refusals the library reports as
 		// ErrReadOnly, and only those.
 		{"PostgreSQL read-only, as ErrReadOnly", wrap(fmt.Errorf("%w: %w", dblock.ErrReadOnly, &pgconn.PgError{Code: "25006"})), false},
@@ -451,9 +454,17 @@ func TestServerSaysBug(t *testing.T) {
 		{"broken connection", wrap(mysql.ErrInvalidConn), false},
 		{"refused connection", wrap(errors.New("dial tcp 127.0.0.1:1: connect: connection refused")), false},
 	} {
-		if got := serverSaysBug(tc.err); got != tc.want {
+		if got := serverSaysBug(tc.err, false); got != tc.want {
 			t.Errorf("%s: serverSaysBug = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	// A stall of the process mid-acquisition explains the idle timeout,
+	// and nothing else.
+	if serverSaysBug(wrap(&pgconn.PgError{Code: "25P03"}), true) {
+		t.Error("idle-in-transaction timeout in a stall: serverSaysBug = true, want false")
+	}
+	if !serverSaysBug(wrap(&pgconn.PgError{Code: "40P01"}), true) {
+		t.Error("deadlock in a stall: serverSaysBug = false, want true")
 	}
 }
 

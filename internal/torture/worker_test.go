@@ -131,6 +131,9 @@ func TestTortureWorker(t *testing.T) {
 			w.multiNames = append(w.multiNames, name)
 		}
 	}
+	stallCtx, stopStalls := context.WithCancel(ctx)
+	var stallWatching sync.WaitGroup
+	stallWatching.Go(func() { w.stalls.run(stallCtx) })
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
@@ -140,6 +143,8 @@ func TestTortureWorker(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	stopStalls()
+	stallWatching.Wait()
 
 	// Everything the worker opened is closed (the pools as the test ends),
 	// and nothing is left running (checked last, see above).
@@ -175,7 +180,11 @@ func TestTortureWorker(t *testing.T) {
 // wait timeouts, serialization failures) never reaches users, so it counts
 // as a bug too, as do errors like MySQL's 1467 (the AUTO-INC lock under
 // NOWAIT), which a run once produced unnoticed.
-func serverSaysBug(err error) bool {
+//
+// stalled tells whether the process stood still during the acquisition
+// (stallWatch): only then does an idle-in-transaction timeout (25P03) of
+// the acquisition's own transaction have a cause in the run.
+func serverSaysBug(err error, stalled bool) bool {
 	if errors.Is(err, dblock.ErrReadOnly) {
 		return false
 	}
@@ -196,6 +205,10 @@ func serverSaysBug(err error) bool {
 			return false
 		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
 			// admin_shutdown, crash_shutdown, cannot_connect_now
+			return false
+		case pgErr.Code == "25P03" && stalled:
+			// idle_in_transaction_session_timeout: a SIGSTOP between two
+			// statements of the acquisition, past the lock's TTL.
 			return false
 		}
 		return true
@@ -247,8 +260,10 @@ type holder struct {
 	// unexpected is the last acquire error that no fault of the run
 	// explains (see serverSaysBug).
 	unexpected atomic.Value
-	writeErr   atomic.Pointer[error]
-	events     sync.Map // event name -> struct{}: said already
+	// stalls tells when the process stood still (serverSaysBug).
+	stalls   stallWatch
+	writeErr atomic.Pointer[error]
+	events   sync.Map // event name -> struct{}: said already
 
 	// kindsMu guards perKind: per kind, the holds recorded and the
 	// acquisitions under way (see pick).
@@ -384,6 +399,7 @@ func (w *holder) holdFor() time.Duration { return holdProfiles[w.profile](rand.I
 // read/write locks, which are such transactions too.
 func (w *holder) hold(ctx context.Context, name string) {
 	acquireCtx, cancel := context.WithTimeout(ctx, acquireTimeout)
+	started := time.Now()
 	lock, err := w.acquire(acquireCtx, name)
 	cancel()
 	if err != nil {
@@ -397,7 +413,7 @@ func (w *holder) hold(ctx context.Context, name string) {
 				w.readOnlyErrs.Add(1)
 				w.event(eventReadOnly)
 			}
-			if serverSaysBug(err) {
+			if serverSaysBug(err, w.stalls.since(started)) {
 				w.unexpected.Store(err.Error())
 			}
 			// A server that refuses at once (down, read-only) is not
