@@ -68,9 +68,12 @@ var _ dblock.RWLocker = (*Locker)(nil)
 //
 // Fencing tokens: a writer's token is its row's, above every token
 // handed out for the name before it, read or write. A reader's is the
-// writer row's token when it was admitted (the last writer's), so readers
-// between two writers share it; re-entered with its hold's Context a read
-// keeps its token. Both sides' holds implement dblock.Fencer.
+// writer row's token when it was admitted, so readers between two writers
+// share it: the last writer's, or that of a writer that took the writer
+// row but gave up waiting for the readers to leave (so it is at least the
+// last writer's and below the next one's, as dblock.RWLocker asks);
+// re-entered with its hold's Context a read keeps
+// its token. Both sides' holds implement dblock.Fencer.
 //
 // Errors of Acquire and TryAcquire: dblock.ErrUpgrade when a reader asks
 // to write; dblock.ErrInvalidName (a name too long to derive its rows'
@@ -349,7 +352,8 @@ var (
 // RWLock is a read or write hold of a read/write lock (see Readers): a
 // *Lock on the writer row or on a reader row. Its Name is the read/write
 // lock's name. Its Token is a writer's own, above every token handed out
-// for the name before it, or a reader's, the last writer's. Its Context
+// for the name before it, or a reader's, the writer row's token when the
+// reader was admitted (see Readers). Its Context
 // carries a read's token too, so that a read re-entered with it keeps its
 // token. A writer's Release lets readers and writers in; a reader's lets a
 // waiting writer in once the last reader has left. CheckHeld proves a
