@@ -72,8 +72,8 @@ var _ dblock.RWLocker = (*Locker)(nil)
 // share it: the last writer's, or that of a writer that took the writer
 // row but gave up waiting for the readers to leave (so it is at least the
 // last writer's and below the next one's, as dblock.RWLocker asks);
-// re-entered with its hold's Context a read keeps
-// its token. Both sides' holds implement dblock.Fencer.
+// re-entered with its hold's Context a read keeps its token. Both sides'
+// holds implement dblock.Fencer.
 //
 // Errors of Acquire and TryAcquire: dblock.ErrUpgrade when a reader asks
 // to write; dblock.ErrInvalidName (a name too long to derive its rows'
