@@ -112,6 +112,9 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option,
 	wt := l.startWaiting(a)
 	k, err := wt.run(ctx)
 	wt.end(ctx)
+	if err == nil {
+		err = l.lostBeforeReturned(ctx, "acquire", name, k)
+	}
 	if err != nil && wt.cutShort {
 		l.dropOrphan(ctx, a)
 	}
@@ -122,6 +125,23 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []dblock.Option,
 		return nil, err
 	}
 	return k, nil
+}
+
+// lostBeforeReturned is the last step of every acquisition that may run a
+// statement after its take (a fair waiter leaving the queue, a semaphore's
+// limit check, a reader's look at the writer row): if k was lost meanwhile
+// (the statement stalled past k's deadline, as on a paused Galera node or
+// during a frozen commit), someone else may hold the lock already, so k is
+// given back and the error, naming the call (what, name), wraps
+// dblock.ErrLockLost (TestKindsLostBeforeReturned). A take that answers
+// late is caught earlier, by won, and tried again.
+func (l *Locker) lostBeforeReturned(ctx context.Context, what, name string, k *Lock) error {
+	lossErr := k.Err()
+	if lossErr == nil {
+		return nil
+	}
+	l.giveBack(ctx, []*Lock{k})
+	return fmt.Errorf("rowlock: %s %q: %w", what, name, lossErr)
 }
 
 // prepare checks a call's arguments and state and returns its attempt.

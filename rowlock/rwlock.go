@@ -79,7 +79,10 @@ var _ dblock.RWLocker = (*Locker)(nil)
 // to write; dblock.ErrInvalidName (a name too long to derive its rows'
 // names from, too), dblock.ErrInvalidOption (dblock.Fair for readers),
 // dblock.ErrClosed, dblock.ErrSchemaMissing, or a driver error; when ctx
-// ends first, dblock.ErrNotAcquired joined with ctx.Err().
+// ends first, dblock.ErrNotAcquired joined with ctx.Err(). A row taken and
+// then lost before the acquisition could return it (a statement after the
+// take stalled past its lease) makes it dblock.ErrLockLost, with nothing
+// held.
 func (l *Locker) Readers() dblock.Locker { return &rwLocker{l: l} }
 
 // Writers is the exclusive side of the Locker's read/write locks; see
@@ -207,8 +210,15 @@ func (t *rwTry) endWait() {
 func (t *rwTry) read(ctx context.Context, wait bool) (*RWLock, error) {
 	for {
 		k, blockers, byWriter, err := t.readOnce(ctx, wait)
-		if err != nil || k != nil {
-			return k, err
+		if err != nil {
+			return nil, err
+		}
+		if k != nil {
+			// The writer row was read after the take (admit).
+			if err := t.l.lostBeforeReturned(ctx, "read lock", t.name, k.Lock); err != nil {
+				return nil, err
+			}
+			return k, nil
 		}
 		if !wait {
 			return nil, dblock.ErrNotAcquired

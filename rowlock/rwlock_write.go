@@ -64,9 +64,9 @@ func (t *rwTry) write(ctx context.Context, wait bool) (*RWLock, error) {
 			}
 		}
 		if len(blockers) == 0 {
-			if err := k.Err(); err != nil {
-				t.l.giveBack(ctx, []*Lock{k})
-				return nil, fmt.Errorf("rowlock: write lock %q: %w", t.name, err)
+			// The readers were awaited, and settled, after the take.
+			if err := t.l.lostBeforeReturned(ctx, "write lock", t.name, k); err != nil {
+				return nil, err
 			}
 			return t.hold(k, k.Token(), true), nil
 		}

@@ -94,7 +94,10 @@ func (s *semaphore) Limit() int { return s.limit }
 // *Permit. Errors: dblock.ErrLimitMismatch when name's holders use another
 // limit; dblock.ErrInvalidName (a name too long to derive its slots' names
 // from, too), dblock.ErrInvalidOption, dblock.ErrClosed,
-// dblock.ErrSchemaMissing (migration 3 has not run), or a driver error.
+// dblock.ErrSchemaMissing (migration 3 has not run), or a driver error. A
+// slot taken and then lost before Acquire could return it (the limit's
+// statements after the take stalled past its lease) makes it
+// dblock.ErrLockLost, with nothing held.
 func (s *semaphore) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	return asLock(s.acquire(ctx, name, opts, true))
 }
@@ -109,7 +112,7 @@ func (s *semaphore) TryAcquire(ctx context.Context, name string, opts ...dblock.
 // acquire is Acquire and TryAcquire. Its complexity (over 15) is the
 // set-up and the wait loop with the fair queue, which share one deferred
 // clean-up.
-func (s *semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (_ *Permit, err error) {
+func (s *semaphore) acquire(ctx context.Context, name string, opts []dblock.Option, wait bool) (p *Permit, err error) {
 	o, err := s.l.checkKindCall(ctx, opts, func() error {
 		return checkKindName(name, slotName(name, s.limit-1), "semaphore")
 	})
@@ -137,6 +140,13 @@ func (s *semaphore) acquire(ctx context.Context, name string, opts []dblock.Opti
 			}
 		}
 		t.leaveQueue(ctx)
+		if err == nil && p != nil {
+			// The limit's statements, and leaving the queue, ran after
+			// the take.
+			if err = s.l.lostBeforeReturned(ctx, "semaphore", name, p.Lock); err != nil {
+				p = nil
+			}
+		}
 	}()
 	for {
 		p, blockers, err := t.once(ctx)
