@@ -93,7 +93,10 @@ func record(ctx context.Context, in *metrics.Instruments, mode metrics.Mode, err
 // queue (package queue) and takes it only when all older live waiters have
 // had it. Acquirers that are not fair never pass a live queue either: they
 // take the lock only when no fair waiter is queued, but keep no place.
-// Re-entering a lock the owner holds bypasses the queue.
+// Re-entering a lock the owner holds bypasses the queue. A fair waiter
+// leaves the queue after it took the lock: if the lock was lost meanwhile
+// (that statement stalled past the lease), the error wraps
+// dblock.ErrLockLost and nothing is held.
 func (l *Locker) Acquire(ctx context.Context, name string, opts ...dblock.Option) (dblock.Lock, error) {
 	if err := callerName(name); err != nil {
 		return nil, err

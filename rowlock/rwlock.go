@@ -363,9 +363,8 @@ var (
 // *Lock on the writer row or on a reader row. Its Name is the read/write
 // lock's name. Its Token is a writer's own, above every token handed out
 // for the name before it, or a reader's, the writer row's token when the
-// reader was admitted (see Readers). Its Context
-// carries a read's token too, so that a read re-entered with it keeps its
-// token. A writer's Release lets readers and writers in; a reader's lets a
+// reader was admitted (see Readers). Its Context carries a read's token
+// too, so that a read re-entered with it keeps its token. A writer's Release lets readers and writers in; a reader's lets a
 // waiting writer in once the last reader has left. CheckHeld proves a
 // writer's hold that no one else holds the lock, a reader's that no
 // writer does. It is safe for concurrent use.
