@@ -364,10 +364,10 @@ var (
 // lock's name. Its Token is a writer's own, above every token handed out
 // for the name before it, or a reader's, the writer row's token when the
 // reader was admitted (see Readers). Its Context carries a read's token
-// too, so that a read re-entered with it keeps its token. A writer's Release lets readers and writers in; a reader's lets a
-// waiting writer in once the last reader has left. CheckHeld proves a
-// writer's hold that no one else holds the lock, a reader's that no
-// writer does. It is safe for concurrent use.
+// too, so that a read re-entered with it keeps its token. A writer's
+// Release lets readers and writers in; a reader's lets a waiting writer in
+// once the last reader has left. CheckHeld proves a writer's hold that no
+// one else holds the lock, a reader's that no writer does. It is safe for concurrent use.
 type RWLock struct {
 	*Lock
 	exclusive bool
