@@ -68,7 +68,7 @@ func TestStallWatchSeesSIGSTOP(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 	started := time.Now()
 	time.Sleep(2 * stallTick) // the ticker has ticked
-	cont := exec.Command("sh", "-c", fmt.Sprintf("sleep %.3f; kill -CONT %d", (2 * stallGap).Seconds(), os.Getpid()))
+	cont := exec.Command("sh", "-c", fmt.Sprintf("sleep %.3f; kill -CONT %d", (2*stallGap).Seconds(), os.Getpid()))
 	if err := cont.Start(); err != nil {
 		t.Fatal(err)
 	}
