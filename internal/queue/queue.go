@@ -33,10 +33,6 @@ const DefaultWaiterTTL = 10 * time.Second
 // MinWaiterTTL is the shortest waiter TTL accepted.
 const MinWaiterTTL = 100 * time.Millisecond
 
-// settleTimeout bounds a statement that must run to its end although the
-// caller's ctx has ended: an enqueue whose outcome must be known, a leave.
-const settleTimeout = 5 * time.Second
-
 // Option configures a Queue.
 type Option func(*Queue)
 
@@ -155,8 +151,8 @@ func (q *Queue) TTL() time.Duration { return q.ttl }
 // until Leave. key is the waiter's session marker (0 for none): once no
 // session holds it, others may pass the waiter over (Shorten). Contention
 // is retried until ctx ends; then the error wraps ctx.Err(). If ctx ends
-// while the insert runs, Enqueue waits for it (at most settleTimeout) and
-// deletes the row, so that no waiter is left queued that nobody leaves.
+// while the insert runs, Enqueue waits for it (at most settleTimeout more)
+// and deletes the row, so that no waiter is left queued that nobody leaves.
 func (q *Queue) Enqueue(ctx context.Context, name string, owner dblock.Owner, key int64) (*Ticket, error) {
 	return q.EnqueueAs(ctx, name, owner, key, metrics.TypeMutex)
 }
@@ -174,10 +170,10 @@ func (q *Queue) EnqueueAs(ctx context.Context, name string, owner dblock.Owner, 
 	// The insert does not end with ctx: once sent, its outcome must be
 	// known. A cancel that cut its reply off would leave a row that nobody
 	// leaves or heartbeats, whose session marker is live: every later
-	// waiter would stand behind it for a whole TTL. So it runs detached,
-	// bounded by settleTimeout, and its row is deleted if ctx ended
-	// meanwhile (TestEnqueueCanceledInFlight).
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	// waiter would stand behind it for a whole TTL. So it runs under
+	// settling(ctx), and its row is deleted if ctx ended meanwhile
+	// (TestEnqueueCanceledInFlight).
+	ictx, cancel := settling(ctx)
 	defer cancel()
 	var id int64
 	err := lockkit.RetryContentionUntilDone(ctx, func() (err error) {
